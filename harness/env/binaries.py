@@ -1,0 +1,301 @@
+"""Builds the real components (Kueue manager, kube-apiserver, kube-controller-manager, etcd) from their
+Go modules with the machine's Go, once per version, into a cache; honours per-binary overrides.
+
+Cache layout (root: $KUEUE_HARNESS_CACHE or ~/.cache/kueue-harness):
+  build/<name>-<version>/   our own small Go module (go.mod + tools.go) that requires the upstream module
+  bin/<name>-<version>      the built binary, renamed into place only after a successful build
+  logs/<name>-<version>.log Go's full output of the last build
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from harness import versions
+from harness.errors import BuildError, HarnessError
+
+Progress = Callable[[str], None]
+
+
+def _default_progress(line: str) -> None:
+    print(f"[kueue-harness] {line}", file=sys.stderr, flush=True)
+
+
+def cache_root() -> Path:
+    """The cache folder: $KUEUE_HARNESS_CACHE, else ~/.cache/kueue-harness."""
+    env = os.environ.get("KUEUE_HARNESS_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "kueue-harness"
+
+
+def go_binary() -> str:
+    """Path of a Go toolchain >= versions.MIN_GO.
+
+    Raises HarnessError when Go is missing or too old, saying how to fix it.
+    """
+    go = shutil.which("go")
+    need = ".".join(map(str, versions.MIN_GO))
+    if go is None:
+        raise HarnessError(
+            f"Go is not on PATH: install Go >= {need} (the real components are built from their Go "
+            "modules), or point KUEUE_HARNESS_KUEUE_BINARY, KUEUE_HARNESS_KUBE_APISERVER, "
+            "KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER and KUEUE_HARNESS_ETCD at binaries you have."
+        )
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+    m = re.match(r"go(\d+)\.(\d+)", out)
+    if not m or (int(m.group(1)), int(m.group(2))) < versions.MIN_GO:
+        raise HarnessError(
+            f"{go} reports {out or 'no version'}; the builds need Go >= {need} "
+            "(Kueue 0.17's go.mod says go 1.25.0). Install a newer Go or put it first on PATH."
+        )
+    return go
+
+
+@dataclass(frozen=True)
+class GoTarget:
+    """One binary built from a Go module.
+
+    `name`: cache name ("kueue"); `version`: pinned version; `go_mod`: our module's go.mod text;
+    `main_pkg`: package path to build, or None when `main_go` (a wrapper main package) is given;
+    `ldflags`: -X flags; `override_env`: variable that names a prebuilt binary instead.
+    """
+
+    name: str
+    version: str
+    go_mod: str
+    imports: tuple[str, ...]
+    main_pkg: str | None
+    main_go: str | None
+    ldflags: str
+    override_env: str
+
+
+def _tools_go(imports: tuple[str, ...]) -> str:
+    lines = "\n".join(f'\t_ "{i}"' for i in imports)
+    return f"//go:build tools\n\npackage tools\n\nimport (\n{lines}\n)\n"
+
+
+def _module_dir(go: str, module: str, version: str) -> Path:
+    """Download `module@version` through the module proxy and return its folder in GOMODCACHE."""
+    proc = subprocess.run(
+        [go, "mod", "download", "-json", f"{module}@{version}"], capture_output=True, text=True
+    )
+    info = json.loads(proc.stdout or "{}") if proc.stdout.strip().startswith("{") else {}
+    if proc.returncode != 0 or "Dir" not in info:
+        raise BuildError(
+            f"could not download {module}@{version} from the Go module proxy: "
+            f"{info.get('Error') or proc.stderr.strip()[-600:]}. Check GOPROXY "
+            f"(`go env GOPROXY`) and that {version} is served (`go list -m {module}@{version}`)."
+        )
+    return Path(info["Dir"])
+
+
+def _kueue_target(version: str) -> GoTarget:
+    go_mod = (
+        "module kueueharness.local/build/kueue\n\ngo 1.25.0\n\n"
+        f"require sigs.k8s.io/kueue {version}\n"
+    )
+    pkg = "sigs.k8s.io/kueue/pkg/version"
+    ldflags = f"-X '{pkg}.GitVersion={version}' -X '{pkg}.GitCommit=module-proxy'"
+    return GoTarget(
+        "kueue", version, go_mod, ("sigs.k8s.io/kueue/cmd/kueue",), "sigs.k8s.io/kueue/cmd/kueue",
+        None, ldflags, "KUEUE_HARNESS_KUEUE_BINARY",
+    )
+
+
+# The staging modules k8s.io/kubernetes replaces with ./staging/src/... in its own go.mod; outside its
+# repository each must be mapped to the tagged module at the matching v0.<minor>.<patch>.
+KUBERNETES_STAGING = (
+    "api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider "
+    "cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api "
+    "cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms "
+    "kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics "
+    "mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller"
+).split()
+
+
+def _kubernetes_target(cmd: str) -> GoTarget:
+    kv, sv = versions.KUBERNETES_VERSION, versions.KUBERNETES_STAGING_VERSION
+    replaces = "\n".join(f"\tk8s.io/{m} => k8s.io/{m} {sv}" for m in KUBERNETES_STAGING)
+    go_mod = (
+        "module kueueharness.local/build/kubernetes\n\ngo 1.25.0\n\n"
+        f"require k8s.io/kubernetes {kv}\n\nreplace (\n{replaces}\n)\n"
+    )
+    major, minor = kv.lstrip("v").split(".")[:2]
+    pkg = "k8s.io/component-base/version"
+    ldflags = (
+        f"-X '{pkg}.gitVersion={kv}' -X '{pkg}.gitMajor={major}' -X '{pkg}.gitMinor={minor}' "
+        f"-X '{pkg}.gitTreeState=clean' -X '{pkg}.buildDate=1970-01-01T00:00:00Z'"
+    )
+    env = "KUEUE_HARNESS_" + cmd.upper().replace("-", "_")
+    imports = ("k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager")
+    return GoTarget(cmd, kv, go_mod, imports, f"k8s.io/kubernetes/cmd/{cmd}", None, ldflags, env)
+
+
+_ETCD_MAIN = """// A few-line main around etcd's own entry point, so etcd builds from its Go module.
+package main
+
+import (
+\t"os"
+
+\t"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+"""
+
+
+def _etcd_target() -> GoTarget:
+    ev = versions.ETCD_VERSION
+    go_mod = (
+        "module kueueharness.local/build/etcd\n\ngo 1.25.0\n\n"
+        f"require go.etcd.io/etcd/server/v3 {ev}\n"
+    )
+    return GoTarget("etcd", ev, go_mod, (), None, _ETCD_MAIN, "", "KUEUE_HARNESS_ETCD")
+
+
+def _run_go(cmd: list[str], cwd: Path, log, what: str, progress: Progress) -> None:
+    """Run a Go command, teeing output to `log`, printing a progress line every 20 s."""
+    start = time.monotonic()
+    lines: list[str] = []
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    done = threading.Event()
+
+    def ticker() -> None:
+        while not done.wait(20):
+            progress(f"{what}: {len(lines)} packages/lines so far, {time.monotonic() - start:.0f}s elapsed")
+
+    t = threading.Thread(target=ticker, daemon=True)
+    t.start()
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        log.write(line)
+    rc = proc.wait()
+    done.set()
+    if rc != 0:
+        tail = "".join(l for l in lines if not l.startswith("go: downloading"))[-1500:]
+        raise BuildError(
+            f"{what} failed (exit {rc}) after {time.monotonic() - start:.0f}s. Full log: {log.name}. "
+            f"Last output:\n{tail}"
+        )
+
+
+def build(target: GoTarget, progress: Progress = _default_progress) -> Path:
+    """Return the path of `target`'s binary, building it if the cache lacks it.
+
+    Honours `target.override_env` (a path to an existing binary). Raises BuildError with Go's output
+    when a step fails, HarnessError when Go is missing.
+    """
+    override = os.environ.get(target.override_env)
+    if override:
+        p = Path(override)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise HarnessError(f"{target.override_env}={override} is not an executable file.")
+        return p
+    root = cache_root()
+    out = root / "bin" / f"{target.name}-{target.version}"
+    if out.is_file():
+        return out
+    go = go_binary()
+    bdir = root / "build" / f"{target.name}-{target.version}"
+    bdir.mkdir(parents=True, exist_ok=True)
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    (bdir / "go.mod").write_text(target.go_mod)
+    if target.main_go:
+        (bdir / "main.go").write_text(target.main_go)
+    else:
+        (bdir / "tools.go").write_text(_tools_go(target.imports))
+    what = f"building {target.name} {target.version}"
+    progress(f"{what} with {go} (cold builds take minutes; log: {root / 'logs'})")
+    start = time.monotonic()
+    with open(root / "logs" / f"{target.name}-{target.version}.log", "w") as log:
+        _run_go([go, "mod", "tidy"], bdir, log, f"{what}: resolving modules", progress)
+        tmp = out.with_suffix(".tmp")
+        pkg = target.main_pkg or "."
+        _run_go(
+            [go, "build", "-v", "-trimpath", "-ldflags", target.ldflags, "-o", str(tmp), pkg],
+            bdir, log, what, progress,
+        )
+    tmp.rename(out)
+    progress(f"built {out} in {time.monotonic() - start:.0f}s")
+    return out
+
+
+def kueue(version: str, progress: Progress = _default_progress) -> Path:
+    """The Kueue manager binary for `version` (e.g. "v0.17.0"). Raises UnservedVersion, BuildError."""
+    versions.kueue_release(version)
+    return build(_kueue_target(version), progress)
+
+
+def kueue_source(version: str) -> Path:
+    """The Kueue module folder for `version` (read-only, in GOMODCACHE): holds config/components/."""
+    override = os.environ.get("KUEUE_HARNESS_KUEUE_SOURCE")
+    if override:
+        return Path(override)
+    return _module_dir(go_binary(), "sigs.k8s.io/kueue", version)
+
+
+def _kubebuilder_asset(name: str) -> Path | None:
+    assets = os.environ.get("KUBEBUILDER_ASSETS")
+    if assets and (Path(assets) / name).is_file():
+        return Path(assets) / name
+    return None
+
+
+def kube_apiserver(progress: Progress = _default_progress) -> Path:
+    """kube-apiserver: $KUEUE_HARNESS_KUBE_APISERVER, $KUBEBUILDER_ASSETS/kube-apiserver, or built."""
+    if not os.environ.get("KUEUE_HARNESS_KUBE_APISERVER"):
+        asset = _kubebuilder_asset("kube-apiserver")
+        if asset:
+            return asset
+    return build(_kubernetes_target("kube-apiserver"), progress)
+
+
+def kube_controller_manager(progress: Progress = _default_progress) -> Path:
+    """kube-controller-manager: $KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER or built."""
+    return build(_kubernetes_target("kube-controller-manager"), progress)
+
+
+def etcd(progress: Progress = _default_progress) -> Path:
+    """etcd: $KUEUE_HARNESS_ETCD, $KUBEBUILDER_ASSETS/etcd, or built from go.etcd.io/etcd/server/v3."""
+    if not os.environ.get("KUEUE_HARNESS_ETCD"):
+        asset = _kubebuilder_asset("etcd")
+        if asset:
+            return asset
+    return build(_etcd_target(), progress)
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the four real components for one Kueue version."""
+
+    kueue: Path
+    kueue_source: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    etcd: Path
+
+
+def ensure_all(kueue_version: str, progress: Progress = _default_progress) -> Binaries:
+    """Build (or find) every component for `kueue_version`. Raises UnservedVersion, BuildError."""
+    versions.kueue_release(kueue_version)
+    return Binaries(
+        kueue=kueue(kueue_version, progress),
+        kueue_source=kueue_source(kueue_version),
+        kube_apiserver=kube_apiserver(progress),
+        kube_controller_manager=kube_controller_manager(progress),
+        etcd=etcd(progress),
+    )

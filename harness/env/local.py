@@ -1,0 +1,477 @@
+"""The embedded local environment: etcd + kube-apiserver + kube-controller-manager + the fault proxy +
+the Kueue manager as local processes on loopback, all real binaries (harness/env/binaries.py).
+
+Kueue's API traffic goes through the proxy (its kubeconfig points at mitmdump, bearer-token identity);
+the harness's own reads and watches go to kube-apiserver directly with an admin token.
+Kueue setup follows ../shared/notes/kueue-v0.17.md §2-5 and Kueue's test/integration/framework.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from harness import pki, versions
+from harness.env import binaries
+from harness.errors import EnvironmentNotReady, HarnessError, PortInUse
+from harness.procs import ProcessGroup, reap_stale
+from harness.proxy import Proxy
+from harness.waiting import WaitTimeout, wait_for
+
+Say = Callable[[str], None]
+
+KUEUE_NAMESPACE = "kueue-system"
+#: Kueue v0.17 always loads the metrics serving pair from this path when internal cert management is
+#: off, even with metrics disabled (cmd/kueue/main.go:205-218).
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
+
+#: Webhooks kept from config/components/webhook/manifests.yaml: Kueue's own kinds and batch/v1 Job.
+#: Hooks of disabled integrations are dropped: with failurePolicy Fail, a hook such as mpod.kb.io would
+#: block every Pod create while Kueue is down (notes §3).
+_WEBHOOK_PATH_MARKERS = ("-kueue-x-k8s-io-", "-batch-v1-job")
+
+
+def _say(line: str) -> None:
+    print(f"[kueue-harness] {line}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    """An unused loopback TCP port (bound and released; the caller binds it soon after)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_port_free(port: int, what: str) -> None:
+    """Raise PortInUse if 127.0.0.1:`port` is taken."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise PortInUse(
+                f"port {port} ({what}) is in use on 127.0.0.1. Stop the process that holds it "
+                f"(`ss -ltnp 'sport = :{port}'`) or choose another port."
+            ) from None
+
+
+def runs_root() -> Path:
+    """Where runs keep their state (keys, tokens, process records): <cache>/runs, mode 0700."""
+    root = binaries.cache_root() / "runs"
+    root.mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o700)
+    return root
+
+
+def _kubeconfig(server: str, ca_file: Path, token: str, user: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+        "current-context": "local",
+    }
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def ensure_metrics_certs(ca: pki.CA, say: Say) -> None:
+    """Make sure Kueue's hard-coded metrics cert pair exists (cmd/kueue/main.go:205-218).
+
+    Writes a throwaway self-signed pair for 127.0.0.1 if absent. Raises HarnessError if it cannot.
+    """
+    crt, key = KUEUE_METRICS_CERT_DIR / "tls.crt", KUEUE_METRICS_CERT_DIR / "tls.key"
+    if crt.is_file() and key.is_file():
+        return
+    try:
+        KUEUE_METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
+        c, k = pki.issue(ca, "kueue-metrics", ips=("127.0.0.1",), days=3650)
+        crt.write_bytes(c)
+        pki.write_private(key, k)
+    except OSError as e:
+        raise HarnessError(
+            f"Kueue v0.17 needs {crt} and {key} to start when internal cert management is off "
+            f"(cmd/kueue/main.go), and the harness cannot create them ({e}). Create them once as root, "
+            "e.g. `sudo mkdir -p /etc/kueue/metrics/certs && sudo openssl req -x509 -newkey ec "
+            "-pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=kueue-metrics -days 3650 "
+            "-keyout /etc/kueue/metrics/certs/tls.key -out /etc/kueue/metrics/certs/tls.crt`."
+        ) from None
+    say(f"wrote a throwaway metrics certificate to {KUEUE_METRICS_CERT_DIR} (Kueue v0.17 requires it)")
+
+
+@dataclass
+class LocalEnvironment:
+    """One running local environment. Build with `LocalEnvironment.start(...)`; stop with `stop()`.
+
+    `artifacts`: folder for logs that may be shared (no secrets); `state`: folder for keys and tokens.
+    `api_url`: kube-apiserver (direct); `proxy_url`: where Kueue talks to; `admin_kubeconfig`: for kubectl.
+    """
+
+    kueue_version: str
+    artifacts: Path
+    state: Path
+    bins: binaries.Binaries
+    procs: ProcessGroup
+    ports: dict[str, int]
+    admin_token: str
+    ca_file: Path
+    admin_kubeconfig: Path
+    proxy: Proxy | None = None
+    say: Say = _say
+    started: dict[str, float] = field(default_factory=dict)
+    _api: Any = None
+
+    @property
+    def api_url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def kueue_log(self) -> Path:
+        return self.artifacts / "kueue.log"
+
+    # ---- start -----------------------------------------------------------------------------------
+    @classmethod
+    def start(
+        cls, kueue_version: str = versions.DEFAULT_KUEUE_VERSION, artifacts: Path | None = None,
+        say: Say = _say, with_proxy: bool = True, proxy_port: int | None = None,
+        control_port: int | None = None,
+    ) -> "LocalEnvironment":
+        """Build what is missing, start every component, and wait until Kueue's webhooks answer.
+
+        Raises UnservedVersion, BuildError, PortInUse, EnvironmentNotReady (with the log tail of the
+        component that failed). On failure everything started so far is stopped again.
+        """
+        versions.kueue_release(kueue_version)
+        reap_stale(runs_root(), say)
+        for port, what in ((proxy_port, "proxy"), (control_port, "proxy control channel")):
+            if port:
+                check_port_free(port, what)
+        bins = binaries.ensure_all(kueue_version, say)
+        run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(2)}"
+        state = runs_root() / run_id
+        state.mkdir(mode=0o700)
+        artifacts = artifacts or Path("artifacts") / run_id
+        artifacts.mkdir(parents=True, exist_ok=True)
+        procs = ProcessGroup(state)
+        ports = {
+            "etcd": free_port(), "etcd_peer": free_port(), "apiserver": free_port(), "kcm": free_port(),
+            "webhook": free_port(), "kueue_health": free_port(),
+            "proxy": proxy_port or free_port(), "control": control_port or free_port(),
+        }
+        admin_token = secrets.token_urlsafe(24)
+        env = cls(
+            kueue_version=kueue_version, artifacts=artifacts, state=state, bins=bins, procs=procs,
+            ports=ports, admin_token=admin_token, ca_file=state / "ca.crt",
+            admin_kubeconfig=state / "admin.kubeconfig", say=say,
+        )
+        try:
+            env._start_all(with_proxy)
+        except BaseException:
+            env.stop()
+            raise
+        return env
+
+    def _start_all(self, with_proxy: bool) -> None:
+        t0 = time.monotonic()
+        self._pki()
+        self._start_etcd()
+        self._start_apiserver()
+        self._install_kueue_manifests()
+        self._start_controller_manager()
+        if with_proxy:
+            self.proxy = Proxy.start(
+                upstream=self.api_url, upstream_ca=self.ca_file, state=self.state,
+                artifacts=self.artifacts, procs=self.procs, port=self.ports["proxy"],
+                control_port=self.ports["control"], say=self.say,
+            )
+        self._start_kueue()
+        self.started["ready_seconds"] = time.monotonic() - t0
+        self.say(f"environment ready in {self.started['ready_seconds']:.1f}s (Kueue {self.kueue_version}, "
+                 f"kube-apiserver {versions.KUBERNETES_VERSION}); artifacts: {self.artifacts}")
+
+    def _pki(self) -> None:
+        s = self.state
+        self.ca = pki.make_ca()
+        self.ca_file.write_bytes(self.ca.cert_pem)
+        crt, key = pki.issue(self.ca, "kube-apiserver", ips=("127.0.0.1",), dns=("localhost", "kubernetes"))
+        (s / "apiserver.crt").write_bytes(crt)
+        pki.write_private(s / "apiserver.key", key)
+        wdir = s / "webhook-certs"
+        wdir.mkdir(mode=0o700)
+        crt, key = pki.issue(self.ca, "kueue-webhook", ips=("127.0.0.1",), dns=("localhost",))
+        (wdir / "tls.crt").write_bytes(crt)
+        pki.write_private(wdir / "tls.key", key)
+        priv, pub = pki.rsa_keypair()
+        pki.write_private(s / "sa.key", priv)
+        (s / "sa.pub").write_bytes(pub)
+        self.kueue_token = secrets.token_urlsafe(24)
+        self.kcm_token = secrets.token_urlsafe(24)
+        # Static token file: token,user,uid,"groups". system:masters covers every Kueue ClusterRole
+        # (config/components/rbac) so RBAC is not what a case tests.
+        pki.write_private(
+            s / "tokens.csv",
+            (
+                f'{self.admin_token},kueue-harness-admin,1,"system:masters"\n'
+                f'{self.kueue_token},kueue-manager,2,"system:masters"\n'
+                f'{self.kcm_token},system:kube-controller-manager,3,"system:masters"\n'
+            ).encode(),
+        )
+        pki.write_private(
+            self.admin_kubeconfig,
+            yaml.safe_dump(_kubeconfig(self.api_url, self.ca_file, self.admin_token, "admin")).encode(),
+        )
+        pki.write_private(
+            s / "kcm.kubeconfig",
+            yaml.safe_dump(_kubeconfig(self.api_url, self.ca_file, self.kcm_token, "kcm")).encode(),
+        )
+        ensure_metrics_certs(self.ca, self.say)
+
+    def _wait_process(self, name: str, probe: Callable[[], Any], timeout: float, what: str) -> None:
+        log = Path(self.procs.procs[name][1].log)
+
+        def check() -> Any:
+            if not self.procs.alive(name):
+                raise EnvironmentNotReady(
+                    f"{name} exited during start-up (exit {self.procs.procs[name][0].returncode}). "
+                    f"Last lines of {log}:\n{_tail(log)}"
+                )
+            return probe()
+
+        try:
+            wait_for(check, timeout=timeout, what=what, interval=0.1)
+        except WaitTimeout as e:
+            raise EnvironmentNotReady(f"{e}. Last lines of {log}:\n{_tail(log)}") from None
+
+    def _start_etcd(self) -> None:
+        p = self.ports
+        data = self.state / "etcd-data"
+        self.procs.start(
+            "etcd",
+            [
+                str(self.bins.etcd), "--name=kueue-harness", f"--data-dir={data}",
+                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
+                f"--listen-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
+                f"--initial-cluster=kueue-harness=http://127.0.0.1:{p['etcd_peer']}",
+                "--unsafe-no-fsync=true", "--log-level=warn",
+            ],
+            self.artifacts / "etcd.log",
+        )
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{p['etcd']}/health", timeout=2) as r:
+                return json.loads(r.read()).get("health") == "true"
+
+        self._wait_process("etcd", healthy, 30, "etcd /health")
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=str(self.ca_file))
+
+    def _get(self, url: str, token: str | None = None, timeout: float = 2) -> tuple[int, bytes]:
+        req = urllib.request.Request(url)
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=self._ssl_context()) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def _start_apiserver(self) -> None:
+        s, p = self.state, self.ports
+        self.procs.start(
+            "kube-apiserver",
+            [
+                str(self.bins.kube_apiserver),
+                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
+                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={p['apiserver']}",
+                f"--tls-cert-file={s / 'apiserver.crt'}", f"--tls-private-key-file={s / 'apiserver.key'}",
+                f"--client-ca-file={self.ca_file}", f"--token-auth-file={s / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={s / 'sa.pub'}",
+                f"--service-account-signing-key-file={s / 'sa.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+                "--profiling=false", "--v=1",
+            ],
+            self.artifacts / "kube-apiserver.log",
+        )
+        self._wait_process(
+            "kube-apiserver",
+            lambda: self._get(f"{self.api_url}/readyz", self.admin_token)[0] == 200,
+            90, "kube-apiserver /readyz",
+        )
+
+    def _start_controller_manager(self) -> None:
+        s = self.state
+        self.procs.start(
+            "kube-controller-manager",
+            [
+                str(self.bins.kube_controller_manager), f"--kubeconfig={s / 'kcm.kubeconfig'}",
+                "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={self.ports['kcm']}",
+                f"--service-account-private-key-file={s / 'sa.key'}", f"--root-ca-file={self.ca_file}",
+                "--use-service-account-credentials=false",
+                "--controllers=namespace-controller,garbage-collector-controller,job-controller,"
+                "serviceaccount-controller,serviceaccount-token-controller,ttl-after-finished-controller",
+                "--v=1",
+            ],
+            self.artifacts / "kube-controller-manager.log",
+        )
+        # Ready when the serviceaccount controller has created "default" in kube-system.
+        self._wait_process(
+            "kube-controller-manager",
+            lambda: self._get(f"{self.api_url}/api/v1/namespaces/default/serviceaccounts/default",
+                              self.admin_token)[0] == 200,
+            60, "kube-controller-manager to create the default ServiceAccount",
+        )
+
+    # ---- Kueue -----------------------------------------------------------------------------------
+    def api_client(self):
+        """A `kubernetes.client.ApiClient` with the admin identity, direct to kube-apiserver."""
+        if self._api is None:
+            from kubernetes import client
+
+            cfg = client.Configuration()
+            cfg.host = self.api_url
+            cfg.ssl_ca_cert = str(self.ca_file)
+            cfg.api_key = {"authorization": f"Bearer {self.admin_token}"}
+            self._api = client.ApiClient(cfg)
+        return self._api
+
+    def _install_kueue_manifests(self) -> None:
+        from kubernetes import client
+
+        api = self.api_client()
+        ext = client.ApiextensionsV1Api(api)
+        bases = self.bins.kueue_source / "config" / "components" / "crd" / "bases"
+        names = []
+        for f in sorted(bases.glob("*.yaml")):
+            for doc in yaml.safe_load_all(f.read_text()):
+                if doc:
+                    ext.create_custom_resource_definition(doc)
+                    names.append(doc["metadata"]["name"])
+
+        def established() -> bool:
+            for n in names:
+                crd = ext.read_custom_resource_definition(n)
+                conds = {c.type: c.status for c in (crd.status.conditions or [])}
+                if conds.get("Established") != "True":
+                    return False
+            return True
+
+        wait_for(established, timeout=30, what=f"{len(names)} Kueue CRDs to be Established")
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
+        self._install_webhooks()
+
+    def _install_webhooks(self) -> None:
+        from kubernetes import client
+
+        adm = client.AdmissionregistrationV1Api(self.api_client())
+        path = self.bins.kueue_source / "config" / "components" / "webhook" / "manifests.yaml"
+        ca_b64 = base64.b64encode(self.ca.cert_pem).decode()
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not doc:
+                continue
+            kept = []
+            for hook in doc.get("webhooks", []):
+                svc_path = hook["clientConfig"]["service"]["path"]
+                if not any(m in svc_path for m in _WEBHOOK_PATH_MARKERS):
+                    continue
+                hook["clientConfig"] = {
+                    "url": f"https://127.0.0.1:{self.ports['webhook']}{svc_path}", "caBundle": ca_b64,
+                }
+                kept.append(hook)
+            doc["webhooks"] = kept
+            doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
+            if doc["kind"] == "MutatingWebhookConfiguration":
+                adm.create_mutating_webhook_configuration(doc)
+            else:
+                adm.create_validating_webhook_configuration(doc)
+
+    def _kueue_config(self) -> dict[str, Any]:
+        return {
+            "apiVersion": versions.kueue_release(self.kueue_version).config_api,
+            "kind": "Configuration",
+            "namespace": KUEUE_NAMESPACE,
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.ports['kueue_health']}"},
+            "metrics": {"bindAddress": "0"},
+            "webhook": {"host": "127.0.0.1", "port": self.ports["webhook"],
+                        "certDir": str(self.state / "webhook-certs")},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "manageJobsWithoutQueueName": False,
+            "integrations": {"frameworks": ["batch/job"]},
+            "featureGates": {"VisibilityOnDemand": False},
+        }
+
+    def _start_kueue(self) -> None:
+        s = self.state
+        (s / "kueue-config.yaml").write_text(yaml.safe_dump(self._kueue_config()))
+        if self.proxy is not None:
+            server, ca = self.proxy.url, self.proxy.ca_file
+        else:
+            server, ca = self.api_url, self.ca_file
+        pki.write_private(s / "kueue.kubeconfig",
+                          yaml.safe_dump(_kubeconfig(server, ca, self.kueue_token, "kueue")).encode())
+        self.procs.start(
+            "kueue",
+            [
+                str(self.bins.kueue), f"--config={s / 'kueue-config.yaml'}",
+                f"--kubeconfig={s / 'kueue.kubeconfig'}", "--zap-log-level=3",
+            ],
+            self.kueue_log,
+            env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
+        )
+        self._wait_process(
+            "kueue",
+            lambda: urllib.request.urlopen(
+                f"http://127.0.0.1:{self.ports['kueue_health']}/readyz", timeout=2).status == 200,
+            90, "Kueue /readyz",
+        )
+        self._wait_process("kueue", self._webhooks_answer, 60, "Kueue's webhooks to answer (dry-run create)")
+
+    def _webhooks_answer(self) -> bool:
+        """A dry-run ResourceFlavor create goes through the mresourceflavor/vresourceflavor hooks."""
+        from kubernetes import client
+
+        co = client.CustomObjectsApi(self.api_client())
+        co.create_cluster_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "resourceflavors",
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+             "metadata": {"name": "kueue-harness-probe"}},
+            dry_run="All",
+        )
+        return True
+
+    def kueue_alive(self) -> bool:
+        return "kueue" in self.procs.procs and self.procs.alive("kueue")
+
+    # ---- stop ------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop every process (Kueue first), keep logs in `artifacts`, delete secrets from `state`."""
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+        self.procs.stop_all()
+        shutil.rmtree(self.state / "etcd-data", ignore_errors=True)

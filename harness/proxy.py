@@ -1,0 +1,217 @@
+"""The harness side of the fault proxy: starts `mitmdump` with proxy_addons/kueue_faults.py in reverse
+mode in front of kube-apiserver, and drives it over its control channel (loopback + per-run token).
+
+Use: `rule = proxy.hold(Match(write="admission", name="job-job1-*"))`, `h = rule.wait_held(30)`,
+`proxy.release(h)`; `proxy.hold_response(...)`; `proxy.wait_delivered("ns/name", rv)`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from harness import kueue_api, pki
+from harness.errors import EnvironmentNotReady, ProxyError
+from harness.faults import Match, Rule
+from harness.procs import ProcessGroup
+from harness.waiting import WaitTimeout, wait_for
+
+ADDON = Path(__file__).resolve().parent.parent / "proxy_addons" / "kueue_faults.py"
+
+
+def _mitmdump() -> str:
+    # The mitmdump of the interpreter running the harness (the project's venv), else PATH.
+    local = Path(sys.executable).parent / "mitmdump"
+    if local.exists():
+        return str(local)
+    found = shutil.which("mitmdump")
+    if not found:
+        raise ProxyError("mitmdump is not installed: `pip install 'mitmproxy>=11.0.2,<11.1'` (see README).")
+    return found
+
+
+@dataclass
+class HeldFlow:
+    """A request or response parked in the proxy: `id` ("h3"), rule id, stage, label, since (epoch s)."""
+
+    id: str
+    rule: str
+    stage: str
+    label: str
+    since: float
+    flow: int
+
+
+class RuleHandle:
+    """A rule loaded in the proxy, with waits on what it caught."""
+
+    def __init__(self, proxy: "Proxy", rule: Rule) -> None:
+        self.proxy = proxy
+        self.rule = rule
+
+    @property
+    def id(self) -> str:
+        return self.rule.id
+
+    def hits(self) -> int:
+        for r in self.proxy.state()["rules"]:
+            if r["rule"]["id"] == self.id:
+                return r["hits"]
+        return 0
+
+    def wait_held(self, timeout: float) -> HeldFlow:
+        """Wait until this rule holds a flow; return it. Raises WaitTimeout naming the rule."""
+
+        def probe() -> HeldFlow | None:
+            for h in self.proxy.state()["holds"]:
+                if h["rule"] == self.id:
+                    return HeldFlow(h["id"], h["rule"], h["stage"], h["label"], h["since"], h["flow"])
+            return None
+
+        return wait_for(probe, timeout=timeout, what=f"rule {self.id} ({self.rule.match}) to hold a flow",
+                        describe=lambda: self.proxy.state()["holds"])
+
+
+class Proxy:
+    """A running mitmdump with the kueue_faults addon. Start with `Proxy.start(...)`."""
+
+    def __init__(self, url: str, ca_file: Path, control_port: int, token: str, events_file: Path,
+                 procs: ProcessGroup, say: Callable[[str], None]) -> None:
+        self.url = url
+        self.ca_file = ca_file
+        self.control_port = control_port
+        self._token = token
+        self.events_file = events_file
+        self.procs = procs
+        self.say = say
+        self._events: list[dict[str, Any]] = []
+        self._next = 0
+
+    @classmethod
+    def start(cls, upstream: str, upstream_ca: Path, state: Path, artifacts: Path, procs: ProcessGroup,
+              port: int, control_port: int, say: Callable[[str], None]) -> "Proxy":
+        """Start mitmdump in reverse mode on 127.0.0.1:`port` towards `upstream`, verifying its certificate
+        against `upstream_ca`. Raises EnvironmentNotReady with mitmdump's log tail if it does not come up."""
+        confdir = state / "mitmproxy"
+        confdir.mkdir(mode=0o700, exist_ok=True)
+        token = secrets.token_urlsafe(24)
+        pki.write_private(state / "control.token", token.encode())
+        events = artifacts / "proxy-events.jsonl"
+        log = artifacts / "mitmdump.log"
+        procs.start(
+            "proxy",
+            [
+                _mitmdump(), "-q", "--mode", f"reverse:{upstream}@{port}", "--listen-host", "127.0.0.1",
+                "-s", str(ADDON),
+                "--set", f"confdir={confdir}",
+                "--set", f"ssl_verify_upstream_trusted_ca={upstream_ca}",
+                "--set", "connection_strategy=eager",
+                "--set", f"kh_control_port={control_port}",
+                "--set", f"kh_token_file={state / 'control.token'}",
+                "--set", f"kh_events={events}",
+            ],
+            log,
+        )
+        p = cls(f"https://127.0.0.1:{port}", confdir / "mitmproxy-ca-cert.pem", control_port, token, events,
+                procs, say)
+
+        def up() -> bool:
+            if not procs.alive("proxy"):
+                raise EnvironmentNotReady(f"mitmdump exited during start-up. Last lines of {log}:\n"
+                                          + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+            return p.ca_file.exists() and bool(p.state())
+
+        try:
+            wait_for(up, timeout=30, what="the proxy's control channel")
+        except WaitTimeout as e:
+            raise EnvironmentNotReady(f"{e}. mitmdump log: {log}") from None
+        return p
+
+    # ---- control channel -------------------------------------------------------------------------
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        conn = http.client.HTTPConnection("127.0.0.1", self.control_port, timeout=10)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"}
+            conn.request(method, path, body=data, headers=headers)
+            r = conn.getresponse()
+            payload = json.loads(r.read() or b"null")
+        finally:
+            conn.close()
+        if r.status >= 300:
+            raise ProxyError(f"proxy control {method} {path} answered {r.status}: {payload}")
+        return payload
+
+    def state(self) -> dict[str, Any]:
+        """{"rules": [{"rule", "hits"}], "holds": [{"id","rule","stage","label","since","age","flow"}]}"""
+        return self._call("GET", "/state")
+
+    def add_rule(self, rule: Rule) -> RuleHandle:
+        """Load `rule` into the proxy. Raises ProxyError if the proxy rejects it."""
+        self._call("POST", "/rules", rule.to_dict())
+        return RuleHandle(self, rule)
+
+    def hold(self, match: Match, rule_id: str | None = None, times: int | None = 1,
+             max_hold: float = 600.0) -> RuleHandle:
+        """Hold matching requests before kube-apiserver sees them."""
+        return self.add_rule(Rule(id=rule_id or f"hold-{secrets.token_hex(3)}", match=match, action="hold",
+                                  stage="request", times=times, max_hold=max_hold))
+
+    def hold_response(self, match: Match, rule_id: str | None = None, times: int | None = 1,
+                      max_hold: float = 600.0) -> RuleHandle:
+        """Let matching requests reach kube-apiserver, but hold the answer before Kueue gets it."""
+        return self.add_rule(Rule(id=rule_id or f"holdresp-{secrets.token_hex(3)}", match=match,
+                                  action="hold", stage="response", times=times, max_hold=max_hold))
+
+    def release(self, hold: HeldFlow | str, why: str = "test") -> None:
+        hid = hold.id if isinstance(hold, HeldFlow) else hold
+        self._call("POST", f"/holds/{hid}/release", {"why": why})
+
+    def fail(self, hold: HeldFlow | str, status: int = 500, reason: str = "InternalError",
+             message: str = "injected by kueue-harness") -> None:
+        hid = hold.id if isinstance(hold, HeldFlow) else hold
+        self._call("POST", f"/holds/{hid}/fail", {"status": status, "reason": reason, "message": message})
+
+    def release_all(self, why: str = "end of case") -> list[str]:
+        """Release every held flow; returns their ids (recorded by the proxy as released)."""
+        return self._call("POST", "/release-all", {"why": why})["released"]
+
+    def remove_rule(self, rule_id: str) -> None:
+        self._call("DELETE", f"/rules/{rule_id}")
+
+    def events(self) -> list[dict[str, Any]]:
+        """All proxy events so far (the same records as proxy-events.jsonl), fetched incrementally."""
+        new = self._call("GET", f"/events?since={self._next}")
+        self._events.extend(new["events"])
+        self._next = new["next"]
+        return self._events
+
+    # ---- waits -----------------------------------------------------------------------------------
+    def wait_event(self, pred: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> dict[str, Any]:
+        """Wait until a proxy event satisfies `pred`; return the first such event."""
+
+        def probe() -> dict[str, Any] | None:
+            return next((e for e in self.events() if pred(e)), None)
+
+        return wait_for(probe, timeout=timeout, what=what, interval=0.05,
+                        describe=lambda: [e for e in self._events[-5:]])
+
+    def wait_answered(self, flow: int, timeout: float) -> dict[str, Any]:
+        """Wait for the response event of proxy flow number `flow` (delivered to Kueue)."""
+        return self.wait_event(lambda e: e["event"] == "response" and e.get("flow") == flow, timeout,
+                               f"the answer to proxy flow {flow}")
+
+    def wait_delivered(self, namespace: str, name: str, min_rv: str | int, timeout: float) -> dict[str, Any]:
+        """Wait until Kueue's Workload watch delivered `namespace/name` at resourceVersion >= `min_rv`."""
+        return self.wait_event(
+            lambda e: e["event"] == "watch_event" and e.get("namespace") == namespace
+            and e.get("name") == name and kueue_api.rv_at_least(e.get("resource_version"), min_rv),
+            timeout, f"Kueue's watch to deliver Workload {namespace}/{name} at resourceVersion >= {min_rv}",
+        )

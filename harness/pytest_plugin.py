@@ -1,0 +1,235 @@
+"""pytest plugin (entry point `kueue_harness`): options, the session's local environment, a per-case
+context (namespace, history, proxy rules released at the end), the `kueue_bug` marker, and the verdict
+table + artifacts/<run-id>/summary.json.
+
+Verdicts: "reproduced" (the case's invariant was violated: InvariantViolation), "passed", "error"
+(anything else: environment, timeouts, Kueue crash, a fault that never happened).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness import kueue_log, versions
+from harness.errors import HarnessError
+from harness.history import History
+from harness.objects import Cluster
+
+
+class InvariantViolation(AssertionError):
+    """The invariant a case checks does not hold: the bug reproduced. Message = the evidence."""
+
+
+class FaultNotApplied(HarnessError):
+    """The planned fault did not happen the way the case needs (so no verdict can be drawn)."""
+
+
+_VERDICTS_KEY = pytest.StashKey[dict]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("kueue-harness")
+    g.addoption("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
+                help=f"Kueue version to run (env KUEUE_HARNESS_KUEUE_VERSION; default {versions.DEFAULT_KUEUE_VERSION}; "
+                     f"served: {', '.join(versions.KUEUE_RELEASES)})")
+    g.addoption("--artifacts-dir", default=os.environ.get("KUEUE_HARNESS_ARTIFACTS"),
+                help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>)")
+    g.addoption("--keep-env", action="store_true", default=False,
+                help="leave the environment running after the session (prints how to reach it)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_VERDICTS_KEY] = {}
+    version = config.getoption("--kueue-version")
+    if not version.startswith("v"):
+        version = "v" + version
+    config.option.kueue_version = version
+    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+    base = config.getoption("--artifacts-dir")
+    config._kh_artifacts = Path(base) if base else Path("artifacts") / run_id  # type: ignore[attr-defined]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    version = config.option.kueue_version
+    for item in items:
+        m = item.get_closest_marker("kueue_bug")
+        if m is None:
+            continue
+        bug = versions.KNOWN_BUGS[m.args[0]]
+        if bug.affects(version):
+            item.add_marker(pytest.mark.xfail(
+                strict=True, raises=InvariantViolation,
+                reason=f"{bug.issue} affects Kueue {version} ({bug.summary}): the case must reproduce it",
+            ))
+
+
+@pytest.fixture(scope="session")
+def kueue_version(request: pytest.FixtureRequest) -> str:
+    """The Kueue version of this session ("v0.17.0")."""
+    return request.config.option.kueue_version
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir(request: pytest.FixtureRequest) -> Path:
+    """This run's artifacts folder (created)."""
+    p: Path = request.config._kh_artifacts  # type: ignore[attr-defined]
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+@pytest.fixture(scope="session")
+def kueue_env(request: pytest.FixtureRequest, kueue_version: str, artifacts_dir: Path):
+    """The local environment (etcd, kube-apiserver, kube-controller-manager, proxy, Kueue), started once
+    per session (expensive: builds binaries on first use). Stopped at the end unless --keep-env."""
+    from harness.env.local import LocalEnvironment
+
+    env = LocalEnvironment.start(kueue_version, artifacts=artifacts_dir / "env")
+    request.config._kh_env = env  # type: ignore[attr-defined]
+    yield env
+    if request.config.getoption("--keep-env"):
+        print(f"\nenvironment kept: KUBECONFIG={env.admin_kubeconfig}; stop with `kueue-harness down`")
+    else:
+        env.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(kueue_env) -> Cluster:
+    """Direct admin access to kube-apiserver (never through the proxy)."""
+    return Cluster(kueue_env.api_client())
+
+
+@dataclass
+class CaseContext:
+    """What one case works with. `ns`: its own namespace; `prefix`: for cluster-scoped names."""
+
+    name: str
+    ns: str
+    prefix: str
+    dir: Path
+    env: Any
+    cluster: Cluster
+    history: History
+    workload_keys: set[str] = field(default_factory=set)
+
+    @property
+    def proxy(self):
+        return self.env.proxy
+
+    def record(self, event: str, **fields: Any) -> None:
+        self.history.record(event, **fields)
+
+
+def _slug(nodeid: str) -> str:
+    name = nodeid.split("::")[-1]
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40]
+
+
+@pytest.fixture
+def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_dir: Path):
+    """A fresh namespace and history for one case; at the end every hold is released (and recorded),
+    every rule removed, the history merged, and the final objects written next to it."""
+    if not kueue_env.kueue_alive():
+        tail = "\n".join(kueue_log.last_lines(kueue_env.kueue_log))
+        raise HarnessError(f"Kueue is not running (it exited earlier in this session). Last log lines:\n{tail}")
+    slug = _slug(request.node.nodeid)
+    uniq = f"{slug[:28]}-{int(time.time() * 1000) % 100000}"
+    cdir = artifacts_dir / "cases" / slug
+    ctx = CaseContext(slug, uniq, uniq, cdir, kueue_env, cluster, History(cdir / "history.jsonl"))
+    request.node._kh_case = ctx  # type: ignore[attr-defined]
+    cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
+    ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns)
+    yield ctx
+    proxy = kueue_env.proxy
+    if proxy is not None:
+        released = proxy.release_all(why="end of case")
+        if released:
+            ctx.record("holds_released_at_end", holds=released)
+        for r in proxy.state()["rules"]:
+            proxy.remove_rule(r["rule"]["id"])
+    ctx.record("case_finished")
+    ctx.history.finalize(proxy.events() if proxy else [], kueue_env.kueue_log, ctx.workload_keys)
+    _dump_objects(ctx)
+    ctx.kueue_alive_at_end = kueue_env.kueue_alive()  # type: ignore[attr-defined]
+
+
+def _dump_objects(ctx: CaseContext) -> None:
+    try:
+        objs = {
+            "workloads": ctx.cluster.list("Workload", ctx.ns),
+            "jobs": [ctx.cluster.api.sanitize_for_serialization(j) for j in ctx.cluster.batch.list_namespaced_job(ctx.ns).items],
+            "clusterqueues": [c for c in ctx.cluster.list("ClusterQueue") if c["metadata"]["name"].startswith(ctx.prefix)],
+        }
+        for group in objs.values():
+            for o in group:
+                (o.get("metadata") or {}).pop("managedFields", None)
+        (ctx.dir / "objects.yaml").write_text(yaml.safe_dump(objs, sort_keys=False))
+    except Exception as e:  # noqa: BLE001 - evidence is best effort; the verdict is already decided
+        (ctx.dir / "objects.yaml").write_text(f"# could not read final objects: {e}\n")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    rep = yield
+    if "kueue_env" not in getattr(item, "fixturenames", ()):
+        return rep
+    verdicts = item.config.stash[_VERDICTS_KEY]
+    ctx: CaseContext | None = getattr(item, "_kh_case", None)
+    entry = verdicts.setdefault(item.nodeid, {
+        "case": item.nodeid, "kueue_version": item.config.option.kueue_version, "verdict": "error",
+        "seconds": 0.0, "detail": "",
+    })
+    entry["seconds"] = round(entry["seconds"] + rep.duration, 2)
+    if ctx is not None:
+        entry["evidence"] = str(ctx.dir)
+    if rep.when == "call":
+        exc = call.excinfo
+        if exc is None:
+            entry["verdict"], entry["detail"] = "passed", "invariant held"
+        elif exc.errisinstance(InvariantViolation):
+            entry["verdict"], entry["detail"] = "reproduced", str(exc.value).splitlines()[0]
+        else:
+            entry["verdict"], entry["detail"] = "error", f"{exc.typename}: {str(exc.value).splitlines()[0] if str(exc.value) else ''}"
+    elif rep.failed:
+        entry["verdict"] = "error"
+        entry["detail"] = f"{rep.when}: {rep.longreprtext.strip().splitlines()[-1] if rep.longreprtext else 'failed'}"
+    return rep
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    verdicts = session.config.stash.get(_VERDICTS_KEY, {})
+    if not verdicts:
+        return
+    art: Path = session.config._kh_artifacts  # type: ignore[attr-defined]
+    art.mkdir(parents=True, exist_ok=True)
+    env = getattr(session.config, "_kh_env", None)
+    summary = {
+        "kueue_version": session.config.option.kueue_version,
+        "kubernetes_version": versions.KUBERNETES_VERSION,
+        "target": "local",
+        "environment_ready_seconds": round(env.started.get("ready_seconds", 0), 2) if env else None,
+        "cases": list(verdicts.values()),
+    }
+    (art / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    verdicts = config.stash.get(_VERDICTS_KEY, {})
+    if not verdicts:
+        return
+    tr = terminalreporter
+    tr.section("kueue-harness verdicts")
+    width = max(len(v["case"]) for v in verdicts.values())
+    tr.write_line(f"{'case':<{width}}  {'kueue':<8} {'verdict':<10} {'seconds':>7}  detail")
+    for v in verdicts.values():
+        tr.write_line(f"{v['case']:<{width}}  {v['kueue_version']:<8} {v['verdict']:<10} {v['seconds']:>7.1f}  {v['detail'][:100]}")
+    art = config._kh_artifacts  # type: ignore[attr-defined]
+    tr.write_line(f"evidence: {art}/ (summary.json, env/kueue.log, env/proxy-events.jsonl, cases/<case>/history.jsonl)")
