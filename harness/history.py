@@ -8,6 +8,7 @@ Every record has `ts` (epoch seconds, float), `source` ("harness" | "proxy" | "k
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -26,12 +27,14 @@ class History:
         self._fh = open(self._own, "a", buffering=1)
         self.events: list[dict[str, Any]] = []
         self.started = time.time()
+        self._lock = threading.Lock()  # the invariant monitor records from its watch threads
 
     def record(self, event: str, source: str = "harness", **fields: Any) -> dict[str, Any]:
-        ev = {"ts": time.time(), "source": source, "event": event, **fields}
-        self.events.append(ev)
-        if not self._fh.closed:
-            self._fh.write(json.dumps(ev, sort_keys=True, default=str) + "\n")
+        with self._lock:
+            ev = {"ts": time.time(), "source": source, "event": event, **fields}
+            self.events.append(ev)
+            if not self._fh.closed:
+                self._fh.write(json.dumps(ev, sort_keys=True, default=str) + "\n")
         return ev
 
     def finalize(self, proxy_events: Iterable[dict[str, Any]], kueue_log_path: Path | None,

@@ -66,6 +66,14 @@ KNOWN_BUGS: dict[str, KnownBug] = {
         affected=(">=0.16.0,<0.16.9", ">=0.17.0,<0.17.4"),
         summary="late admission PATCH overwrites the eviction: stuck preemption",
     ),
+    # Scenario 2 of the same report. The scenario-1 fix only satisfies the preemption expectation; the
+    # admission write is still a loose, forced server-side apply at HEAD, so no fixed release is known.
+    # Lower bound from the report's affected range; versions before 0.16 are not run here.
+    "kubernetes-sigs/kueue#11480-oversubscription": KnownBug(
+        issue="kubernetes-sigs/kueue#11480 (scenario 2)",
+        affected=(">=0.16.0",),
+        summary="late admission PATCH re-admits an evicted Workload without a quota check",
+    ),
 }
 
 

@@ -1,0 +1,94 @@
+"""kubernetes-sigs/kueue#11480 scenario 2: job1's admission PATCH is held until job1 was evicted, its quota
+released and job2 admitted; then it lands as a loose, forced server-side apply and re-admits job1 with
+no quota check. Two 1-cpu Workloads then hold quota in a 1-cpu ClusterQueue.
+
+Invariant (safety): no ClusterQueue holds more than its nominal quota (harness/checks.py), checked
+continuously by a watch during the run and on the final state.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import objects as o
+from harness import seed
+from harness.checks import check_quota
+from harness.faults import Match
+from harness.monitor import InvariantMonitor
+from harness.pytest_plugin import FaultNotApplied, InvariantViolation
+from harness.waiting import WaitTimeout, wait_for
+
+STEP = 30.0
+#: After the late admission is answered, how long the monitor keeps watching for a violation (seconds).
+#: Kueue reacts to the re-admission (cache update, unsuspend) within about a second.
+SETTLE = 5.0
+
+
+def _answered(proxy, write: str, name_prefix: str, ns: str):
+    return lambda e: (e["event"] == "response" and e.get("write") == write and e.get("namespace") == ns
+                      and (e.get("name") or "").startswith(name_prefix) and e.get("status") == 200)
+
+
+def _quota_findings(case, queues):
+    wls = case.cluster.list("Workload", case.ns)
+    return check_quota(wls, [case.cluster.get("ClusterQueue", queues.cluster_queue)])
+
+
+@pytest.mark.kueue_bug("kubernetes-sigs/kueue#11480-oversubscription")
+def test_quota_oversubscription(case):
+    q = seed.setup_queues(case)
+    proxy, ns = case.proxy, case.ns
+    with InvariantMonitor(case.cluster.api, case.history.record, q.cluster_queue) as monitor:
+        adm = proxy.hold(Match(write="admission", namespace=ns, name="job-job1-*"), rule_id="admission-job1")
+        wl1 = seed.submit_job(case, q, "job1", q.low)
+        held = adm.wait_held(STEP)
+        case.record("held", hold=held.id, label=held.label)
+        wl2 = seed.submit_job(case, q, "job2", q.high)
+        # job1 is evicted, its Job stopped and its quota released (strict PATCH), then job2 is admitted.
+        rel = proxy.wait_event(_answered(proxy, "quota_release", "job-job1-", ns), STEP,
+                               "job1's quota release to be answered 200")
+        case.record("observed", what="job1 quota released", flow=rel["flow"])
+        ad2 = proxy.wait_event(_answered(proxy, "admission", "job-job2-", ns), STEP,
+                               "job2's admission to be answered 200")
+        case.record("observed", what="job2 admitted", flow=ad2["flow"])
+        proxy.release(held, why="job1 quota released and job2 admitted")
+        case.record("released", hold=held.id, label=held.label)
+        answer = proxy.wait_answered(held.flow, STEP)
+        case.record("admission_answered", status=answer["status"], resource_version=answer.get("resource_version"))
+        if answer["status"] != 200:
+            raise FaultNotApplied(f"job1's late admission was answered {answer['status']}, not applied")
+        try:
+            wait_for(lambda: _quota_findings(case, q), timeout=SETTLE,
+                     what="a quota violation (the late admission re-admitting job1)")
+        except WaitTimeout:
+            pass
+    findings = _quota_findings(case, q)
+    transient = monitor.ever_violated
+    if not findings and not transient:
+        case.record("verdict", invariant="quota", held=True)
+        return
+    w1, w2 = seed.workload(case, wl1), seed.workload(case, wl2)
+    case.record("verdict", invariant="quota", held=False, findings=[f.describe() for f in findings or transient])
+    raise InvariantViolation(
+        "quota oversubscription: " + "; ".join(f.describe() for f in (findings or transient)) + "\n"
+        f"  job1 {ns}/{wl1['metadata']['name']}: {o.conditions_summary(w1)}; Job {seed.job_state(case, 'job1')}\n"
+        f"  job2 {ns}/{wl2['metadata']['name']}: {o.conditions_summary(w2)}; Job {seed.job_state(case, 'job2')}\n"
+        f"  violation {'still present at the end' if findings else 'transient (cleared before the end)'}; "
+        f"first seen by the monitor: {transient[0].describe() if transient else '-'}\n"
+        f"  proxy: held {held.label} from {held.since:.3f} until job1's quota release (flow {rel['flow']}) "
+        f"and job2's admission (flow {ad2['flow']}) were answered"
+    )
+
+
+def test_quota_oversubscription_control(case):
+    """No fault: job2 preempts job1 and the ClusterQueue never holds more than 1 cpu."""
+    q = seed.setup_queues(case)
+    with InvariantMonitor(case.cluster.api, case.history.record, q.cluster_queue) as monitor:
+        wl1 = seed.submit_job(case, q, "job1", q.low)
+        seed.wait_workload(case, wl1, lambda w: o.is_true(w, "QuotaReserved"), STEP, "job1 admitted")
+        wl2 = seed.submit_job(case, q, "job2", q.high)
+        seed.wait_workload(case, wl2, lambda w: o.is_true(w, "QuotaReserved"), STEP, "job2 admitted")
+        seed.wait_workload(case, wl1, lambda w: not o.is_true(w, "QuotaReserved"), STEP, "job1 released quota")
+    findings = _quota_findings(case, q) or monitor.ever_violated
+    # A failing control is not a reproduction: the setup, not the fault, broke (verdict "error").
+    assert not findings, "control: " + "; ".join(f.describe() for f in findings)

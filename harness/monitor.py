@@ -1,0 +1,113 @@
+"""A continuous invariant monitor: the harness's own watches on Workloads and ClusterQueues (direct to
+kube-apiserver, never through the proxy) re-run the quota checker on every event and record into the
+case's history the moment a violation starts and when it clears, so a transient oversubscription is
+caught, not only the final state. Also records when ClusterQueue status.flavorsReservation disagrees
+with the Workloads.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from harness import checks
+
+
+class InvariantMonitor:
+    """Watch Workloads and ClusterQueues; keep the open findings. Use as a context manager.
+
+    `record(event, source="monitor", **fields)` is called with "quota_violation_started" /
+    "quota_violation_cleared" / "reservation_mismatch_started" / "reservation_mismatch_cleared".
+    `cluster_queue_prefix` limits the check to the case's ClusterQueues (others may run in parallel).
+    """
+
+    def __init__(self, api_client, record: Callable[..., Any], cluster_queue_prefix: str) -> None:
+        self.api = api_client
+        self.record = record
+        self.prefix = cluster_queue_prefix
+        self.workloads: dict[str, dict[str, Any]] = {}
+        self.cluster_queues: dict[str, dict[str, Any]] = {}
+        self.open_quota: dict[tuple, checks.QuotaFinding] = {}
+        self.open_mismatch: dict[tuple, checks.StatusMismatch] = {}
+        self.ever_violated: list[checks.QuotaFinding] = []
+        self.ever_mismatched: list[checks.StatusMismatch] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watches: list[Any] = []
+        self._threads: list[threading.Thread] = []
+        self.errors: list[str] = []
+
+    def __enter__(self) -> "InvariantMonitor":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        for plural, store in (("workloads", self.workloads), ("clusterqueues", self.cluster_queues)):
+            t = threading.Thread(target=self._run, args=(plural, store), daemon=True, name=f"monitor-{plural}")
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for w in self._watches:
+            w.stop()
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def _run(self, plural: str, store: dict[str, dict[str, Any]]) -> None:
+        from kubernetes import client, watch
+
+        co = client.CustomObjectsApi(self.api)
+        while not self._stop.is_set():
+            w = watch.Watch()
+            self._watches.append(w)
+            try:
+                # timeout_seconds bounds each watch so stop() is honoured even on a quiet stream.
+                for ev in w.stream(co.list_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", plural,
+                                   timeout_seconds=5):
+                    obj = ev["object"]
+                    meta = obj.get("metadata") or {}
+                    key = f"{meta.get('namespace', '')}/{meta.get('name')}"
+                    with self._lock:
+                        if ev["type"] == "DELETED":
+                            store.pop(key, None)
+                        else:
+                            store[key] = obj
+                        self._evaluate()
+                    if self._stop.is_set():
+                        break
+            except Exception as e:  # noqa: BLE001 - a broken watch is restarted; recorded for the report
+                if not self._stop.is_set():
+                    self.errors.append(f"{plural}: {type(e).__name__}: {e}")
+            finally:
+                w.stop()
+
+    def _evaluate(self) -> None:
+        cqs = [c for c in self.cluster_queues.values() if c["metadata"]["name"].startswith(self.prefix)]
+        if not cqs:
+            return
+        names = {c["metadata"]["name"] for c in cqs}
+        wls = [w for w in self.workloads.values()
+               if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") in names]
+        found = {(f.scope, f.name, f.flavor, f.resource): f for f in checks.check_quota(wls, cqs)}
+        for k, f in found.items():
+            if k not in self.open_quota:
+                self.ever_violated.append(f)
+                self.record("quota_violation_started", source="monitor", finding=f.describe(),
+                            used_milli=f.used_milli, allowed_milli=f.allowed_milli, workloads=list(f.workloads))
+        for k, f in self.open_quota.items():
+            if k not in found:
+                self.record("quota_violation_cleared", source="monitor", finding=f.describe())
+        self.open_quota = found
+        mism = {(m.cq, m.flavor, m.resource): m for m in checks.check_flavors_reservation(cqs, wls)}
+        for k, m in mism.items():
+            if k not in self.open_mismatch:
+                self.ever_mismatched.append(m)
+                self.record("reservation_mismatch_started", source="monitor", mismatch=m.describe())
+        for k, m in self.open_mismatch.items():
+            if k not in mism:
+                self.record("reservation_mismatch_cleared", source="monitor", mismatch=m.describe())
+        self.open_mismatch = mism
