@@ -18,7 +18,7 @@ from harness import versions
 from harness.errors import HarnessError
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
-SEED_CASES = ("test_stuck_preemption.py",)
+SEED_CASES = ("test_stuck_preemption.py", "test_quota_oversubscription.py")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -38,9 +38,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         data = json.loads(summary.read_text())
         print(f"\nSeed scenarios of kubernetes-sigs/kueue#11480 on Kueue {data['kueue_version']} "
               f"(kube-apiserver {data['kubernetes_version']}, target {data['target']}):")
-        print(f"  {'case':<34} {'verdict':<11} {'seconds':>7}")
+        print(f"  {'case':<40} {'verdict':<11} {'expected':<11} {'seconds':>7}")
         for c in data["cases"]:
-            print(f"  {c['case'].split('::')[-1]:<34} {c['verdict']:<11} {c['seconds']:>7.1f}")
+            print(f"  {c['case'].split('::')[-1]:<40} {c['verdict']:<11} {c.get('expected', ''):<11} {c['seconds']:>7.1f}")
         print(f"Evidence: {art}  (summary.json, junit.xml, env/kueue.log, env/proxy-events.jsonl, "
               "cases/<case>/history.jsonl)")
     return 0 if code == 0 else 1

@@ -8,6 +8,7 @@ accidents) — never by process name.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -16,6 +17,18 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the harness process dies (even by SIGKILL), so a
+    killed test run does not leave etcd or Kueue behind. Linux prctl(PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - not Linux: reap_stale() still cleans up on the next start
+        pass
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -83,7 +96,7 @@ class ProcessGroup:
         try:
             p = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                start_new_session=True, env=env, cwd=cwd,
+                start_new_session=True, env=env, cwd=cwd, preexec_fn=_die_with_parent,
             )
         finally:
             fh.close()

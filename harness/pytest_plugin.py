@@ -45,6 +45,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>)")
     g.addoption("--keep-env", action="store_true", default=False,
                 help="leave the environment running after the session (prints how to reach it)")
+    g.addoption("--repeat", type=int, default=1,
+                help="run every case N times in the same environment (determinism measurements)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,6 +72,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 strict=True, raises=InvariantViolation,
                 reason=f"{bug.issue} affects Kueue {version} ({bug.summary}): the case must reproduce it",
             ))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    n = metafunc.config.getoption("--repeat")
+    if n > 1 and "repetition" in metafunc.fixturenames:
+        metafunc.parametrize("repetition", range(n), indirect=True, ids=lambda i: f"r{i}")
+
+
+@pytest.fixture
+def repetition(request: pytest.FixtureRequest) -> int:
+    """Which repetition of the case this is (0 unless --repeat N)."""
+    return getattr(request, "param", 0)
 
 
 @pytest.fixture(scope="session")
@@ -134,7 +148,7 @@ def _slug(nodeid: str) -> str:
 
 
 @pytest.fixture
-def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_dir: Path):
+def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_dir: Path, repetition: int):
     """A fresh namespace and history for one case; at the end every hold is released (and recorded),
     every rule removed, the history merged, and the final objects written next to it."""
     if not kueue_env.kueue_alive():
@@ -149,16 +163,26 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns)
     yield ctx
     proxy = kueue_env.proxy
+    problems: list[str] = []
     if proxy is not None:
         released = proxy.release_all(why="end of case")
         if released:
             ctx.record("holds_released_at_end", holds=released)
         for r in proxy.state()["rules"]:
             proxy.remove_rule(r["rule"]["id"])
+        expired = [e for e in proxy.events() if e["event"] == "hold_expired" and e["ts"] >= ctx.history.started]
+        if expired:
+            problems.append(f"{len(expired)} hold(s) reached their max_hold and were released by the proxy: "
+                            + ", ".join(e.get("label", "?") for e in expired))
     ctx.record("case_finished")
     ctx.history.finalize(proxy.events() if proxy else [], kueue_env.kueue_log, ctx.workload_keys)
     _dump_objects(ctx)
-    ctx.kueue_alive_at_end = kueue_env.kueue_alive()  # type: ignore[attr-defined]
+    if not kueue_env.kueue_alive():
+        tail = "\n".join(kueue_log.last_lines(kueue_env.kueue_log, 10))
+        problems.append(f"Kueue exited during the case, so its verdict means nothing. Last log lines:\n{tail}")
+    if problems:
+        # An error in teardown turns the case's verdict into "error", whatever the call phase said.
+        raise HarnessError("; ".join(problems))
 
 
 def _dump_objects(ctx: CaseContext) -> None:
@@ -176,6 +200,14 @@ def _dump_objects(ctx: CaseContext) -> None:
         (ctx.dir / "objects.yaml").write_text(f"# could not read final objects: {e}\n")
 
 
+def _expected(item: pytest.Item) -> str:
+    """"reproduced" where a kueue_bug marker's bug affects this Kueue version, else "passed"."""
+    m = item.get_closest_marker("kueue_bug")
+    if m is not None and versions.KNOWN_BUGS[m.args[0]].affects(item.config.option.kueue_version):
+        return "reproduced"
+    return "passed"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     rep = yield
@@ -185,7 +217,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     ctx: CaseContext | None = getattr(item, "_kh_case", None)
     entry = verdicts.setdefault(item.nodeid, {
         "case": item.nodeid, "kueue_version": item.config.option.kueue_version, "verdict": "error",
-        "seconds": 0.0, "detail": "",
+        "expected": _expected(item), "seconds": 0.0, "detail": "",
     })
     entry["seconds"] = round(entry["seconds"] + rep.duration, 2)
     if ctx is not None:
@@ -199,6 +231,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         else:
             entry["verdict"], entry["detail"] = "error", f"{exc.typename}: {str(exc.value).splitlines()[0] if str(exc.value) else ''}"
     elif rep.failed:
+        # Setup or teardown failed (environment, Kueue crash, an expired hold): no verdict can stand.
         entry["verdict"] = "error"
         entry["detail"] = f"{rep.when}: {rep.longreprtext.strip().splitlines()[-1] if rep.longreprtext else 'failed'}"
     return rep
@@ -228,8 +261,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     tr = terminalreporter
     tr.section("kueue-harness verdicts")
     width = max(len(v["case"]) for v in verdicts.values())
-    tr.write_line(f"{'case':<{width}}  {'kueue':<8} {'verdict':<10} {'seconds':>7}  detail")
+    tr.write_line(f"{'case':<{width}}  {'kueue':<8} {'verdict':<10} {'expected':<10} {'seconds':>7}  detail")
     for v in verdicts.values():
-        tr.write_line(f"{v['case']:<{width}}  {v['kueue_version']:<8} {v['verdict']:<10} {v['seconds']:>7.1f}  {v['detail'][:100]}")
+        tr.write_line(f"{v['case']:<{width}}  {v['kueue_version']:<8} {v['verdict']:<10} {v['expected']:<10} "
+                      f"{v['seconds']:>7.1f}  {v['detail'][:90]}")
     art = config._kh_artifacts  # type: ignore[attr-defined]
     tr.write_line(f"evidence: {art}/ (summary.json, env/kueue.log, env/proxy-events.jsonl, cases/<case>/history.jsonl)")
