@@ -45,7 +45,7 @@ def main() -> int:
         err = sum(r["verdict"] == "error" for r in runs)
         secs = [r["seconds"] for r in runs]
         rows.append({"case": name, "expected": exp, "as_expected": ok, "runs": len(runs), "errors": err,
-                     "median_seconds": statistics.median(secs), "max_seconds": max(secs),
+                     "median_seconds": round(statistics.median(secs), 2), "max_seconds": round(max(secs), 2),
                      "verdicts": [r["verdict"] for r in runs]})
         print(f"{name:<38} {exp:<10} {ok:>6}/{len(runs):<4} {err:>6} {statistics.median(secs):>8.1f} {max(secs):>6.1f}")
     out = ROOT / "bench" / "results" / f"{time.strftime('%Y-%m-%d')}-determinism-{summary['kueue_version']}.json"

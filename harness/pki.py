@@ -20,6 +20,7 @@ def write_private(path: Path, data: bytes) -> None:
     """Write secret material readable by the owner only (0600), creating it with that mode."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fd, 0o600)  # the open mode applies only on creation; tighten a pre-existing file too
         fh.write(data)
 
 

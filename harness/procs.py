@@ -23,10 +23,11 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the harness process dies (even by SIGKILL), so a
-    killed test run does not leave etcd or Kueue behind. Linux prctl(PR_SET_PDEATHSIG)."""
+    """In the child before exec: get SIGKILL when the harness process dies (even by SIGKILL), so a
+    killed test run does not leave etcd or Kueue behind. Linux prctl(PR_SET_PDEATHSIG). SIGKILL, not
+    SIGTERM: kube-apiserver's graceful shutdown waits on an etcd that is dying at the same moment."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except Exception:  # noqa: BLE001 - not Linux: reap_stale() still cleans up on the next start
         pass
 
@@ -157,16 +158,19 @@ def reap_stale(runs_root: Path, say: Callable[[str], None] = lambda s: None) -> 
         owner = data.get("owner") or {}
         if owner.get("pid") and is_alive(owner["pid"], owner.get("start")):
             continue  # a live run (another pytest worker, an `up` session)
+        here: list[str] = []
         for r in data.get("procs", []):
-            if is_alive(r["pid"], r.get("start")):
+            # Without a recorded start time the pid may be anyone's now: never reap by pid alone.
+            if r.get("start") is not None and is_alive(r["pid"], r["start"]):
                 _signal_group(r["pgid"], signal.SIGTERM)
                 deadline = time.monotonic() + 5
                 while time.monotonic() < deadline and is_alive(r["pid"], r.get("start")):
                     time.sleep(0.1)  # bounded: at most 5 s per leftover before SIGKILL
                 _signal_group(r["pgid"], signal.SIGKILL)
-                reaped.append(f"{r['name']} {r['pid']}")
+                here.append(f"{r['name']} {r['pid']}")
         data["procs"] = []
         f.write_text(json.dumps(data, indent=1))
-        if reaped:
-            say(f"reaped processes left by an earlier run ({f.parent.name}): {', '.join(reaped)}")
+        if here:
+            say(f"reaped processes left by an earlier run ({f.parent.name}): {', '.join(here)}")
+        reaped += here
     return reaped

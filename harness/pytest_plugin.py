@@ -211,7 +211,7 @@ def _expected(item: pytest.Item) -> str:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     rep = yield
-    if "kueue_env" not in getattr(item, "fixturenames", ()):
+    if "case" not in getattr(item, "fixturenames", ()):
         return rep
     verdicts = item.config.stash[_VERDICTS_KEY]
     ctx: CaseContext | None = getattr(item, "_kh_case", None)

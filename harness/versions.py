@@ -91,6 +91,7 @@ def kueue_release(version: str) -> KueueRelease:
         raise UnservedVersion(
             f"Kueue {version} is not a version this harness runs. Served here: {served}. "
             "The Go module proxy reachable from this machine serves only some Kueue tags "
-            "(see README, 'Kueue versions'); pick one of the served ones with --kueue-version, "
-            "or point KUEUE_HARNESS_KUEUE_BINARY at a kueue manager binary you built yourself."
+            "(see README, 'Kueue versions'); pick one of the runnable ones with --kueue-version. To run "
+            "another tag the proxy serves (`go list -m sigs.k8s.io/kueue@<tag>`), add it to KUEUE_RELEASES "
+            "in harness/versions.py."
         ) from None

@@ -1,0 +1,175 @@
+"""Unit tests for harness.objects builders (kueue.x-k8s.io/v1beta2 shapes, batch/v1 Job) and condition helpers.
+
+Field names follow Kueue v0.17 apis/kueue/v1beta2 (ClusterQueueSpec.cohortName, resourceGroups[].
+coveredResources/flavors[].resources[].nominalQuota, preemption.withinClusterQueue) and
+pkg/controller/constants (queue-name / priority-class labels).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import objects
+from harness.objects import conditions_summary, is_true
+
+
+def test_resource_flavor_shape() -> None:
+    rf = objects.resource_flavor("default")
+    assert rf.name == "default"
+    assert rf.obj() == {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                        "metadata": {"name": "default"}, "spec": {}}
+
+
+def test_cluster_queue_full_shape() -> None:
+    cq = (
+        objects.cluster_queue("cq")
+        .flavor_quota("on-demand", cpu="2", memory="1Gi")
+        .flavor_quota("spot", borrowing_limit={"cpu": "1"}, lending_limit={"memory": "512Mi"},
+                      cpu="1", memory="2Gi")
+        .preemption(within_cluster_queue="LowerPriority", reclaim_within_cohort="Any")
+        .cohort("team")
+    )
+    assert cq.obj() == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [{
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {"name": "on-demand", "resources": [
+                        {"name": "cpu", "nominalQuota": "2"},
+                        {"name": "memory", "nominalQuota": "1Gi"},
+                    ]},
+                    {"name": "spot", "resources": [
+                        {"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"},
+                        {"name": "memory", "nominalQuota": "2Gi", "lendingLimit": "512Mi"},
+                    ]},
+                ],
+            }],
+            "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+            "cohortName": "team",
+        },
+    }
+
+
+def test_cluster_queue_v1beta1_field_names_absent() -> None:
+    spec = objects.cluster_queue("cq").flavor_quota("f", cpu="1").cohort("c").obj()["spec"]
+    assert "cohort" not in spec  # v1beta1 name; v1beta2 is cohortName
+    assert spec["cohortName"] == "c"
+
+
+def test_cluster_queue_preemption_only_sets_given_policies() -> None:
+    spec = objects.cluster_queue("cq").preemption(within_cluster_queue="LowerPriority").obj()["spec"]
+    assert spec["preemption"] == {"withinClusterQueue": "LowerPriority"}
+    assert "resourceGroups" not in spec and "cohortName" not in spec
+
+
+def test_covered_resources_not_duplicated() -> None:
+    cq = objects.cluster_queue("cq").flavor_quota("a", cpu="1").flavor_quota("b", cpu="2").obj()
+    (group,) = cq["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu"]
+    assert [f["name"] for f in group["flavors"]] == ["a", "b"]
+
+
+def test_local_queue_shape() -> None:
+    lq = objects.local_queue("lq", "team-a", "cq")
+    assert lq.name == "lq"
+    assert lq.obj() == {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                        "metadata": {"name": "lq", "namespace": "team-a"}, "spec": {"clusterQueue": "cq"}}
+
+
+def test_workload_priority_class_shape() -> None:
+    o = objects.workload_priority_class("high", 1000).obj()
+    assert o["apiVersion"] == "kueue.x-k8s.io/v1beta2" and o["kind"] == "WorkloadPriorityClass"
+    assert o["metadata"] == {"name": "high"}
+    assert o["value"] == 1000  # top-level, like scheduling.k8s.io PriorityClass
+    assert "spec" not in o
+
+
+def test_job_shape() -> None:
+    j = objects.job("j1", "team-a").queue("lq").priority_class("high").requests(cpu="500m", memory="64Mi")
+    o = j.obj()
+    assert o["apiVersion"] == "batch/v1" and o["kind"] == "Job"
+    assert o["metadata"]["name"] == "j1" and o["metadata"]["namespace"] == "team-a"
+    assert o["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "lq",
+                                       "kueue.x-k8s.io/priority-class": "high"}
+    assert o["spec"]["suspend"] is True
+    assert o["spec"]["parallelism"] == 1 and o["spec"]["completions"] == 1
+    pod = o["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (c,) = pod["containers"]
+    assert c["resources"]["requests"] == {"cpu": "500m", "memory": "64Mi"}
+    assert c["image"]
+
+
+def test_job_requests_accumulate_and_parallelism_sets_completions() -> None:
+    o = objects.job("j", "ns").requests(cpu="1").requests(memory="1Gi").parallelism(3).obj()
+    assert o["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert o["spec"]["parallelism"] == 3 and o["spec"]["completions"] == 3
+
+
+def test_job_without_queue_has_no_kueue_labels() -> None:
+    assert objects.job("j", "ns").obj()["metadata"]["labels"] == {}
+
+
+def test_obj_is_a_deep_copy() -> None:
+    b = objects.job("j", "ns").requests(cpu="1")
+    first = b.obj()
+    first["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "99"
+    first["metadata"]["labels"]["x"] = "y"
+    again = b.obj()
+    assert again["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
+    assert again["metadata"]["labels"] == {}
+
+
+def test_builders_do_not_share_state() -> None:
+    a = objects.job("a", "ns").queue("lq-a")
+    b = objects.job("b", "ns")
+    assert b.obj()["metadata"]["labels"] == {}
+    assert a.obj()["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "lq-a"}
+    objects.cluster_queue("x").flavor_quota("f", cpu="1")
+    assert "resourceGroups" not in objects.cluster_queue("y").obj()["spec"]
+
+
+WL = {
+    "status": {"conditions": [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+        {"type": "Evicted", "status": "True", "reason": "Preempted"},
+        {"type": "Admitted", "status": "False"},
+        {"type": "Requeued", "status": "Unknown", "reason": "Pending"},
+    ]},
+}
+
+
+def test_condition_lookup() -> None:
+    assert objects.condition(WL, "Evicted") == {"type": "Evicted", "status": "True", "reason": "Preempted"}
+    assert objects.condition(WL, "Finished") is None
+    assert objects.condition({}, "Evicted") is None
+    assert objects.condition({"status": None}, "Evicted") is None
+    assert objects.condition({"status": {"conditions": None}}, "Evicted") is None
+
+
+@pytest.mark.parametrize(
+    ("ctype", "expected"),
+    [("QuotaReserved", True), ("Evicted", True), ("Admitted", False), ("Requeued", False), ("Finished", False)],
+)
+def test_is_true(ctype: str, expected: bool) -> None:
+    assert is_true(WL, ctype) is expected
+
+
+def test_is_true_on_absent_objects() -> None:
+    assert is_true(None, "Admitted") is False
+    assert is_true({}, "Admitted") is False
+    assert is_true({"status": {}}, "Admitted") is False
+    assert is_true({"status": {"conditions": [{"type": "Admitted", "status": "true"}]}}, "Admitted") is False
+
+
+def test_conditions_summary() -> None:
+    assert conditions_summary(WL) == (
+        "QuotaReserved=True(QuotaReserved) Evicted=True(Preempted) Admitted=False() Requeued=Unknown(Pending)"
+    )
+    assert conditions_summary(None) == "(absent)"
+    assert conditions_summary({"metadata": {"name": "w"}}) == "(no conditions)"
+    assert conditions_summary({"metadata": {"name": "w"}, "status": {"conditions": []}}) == "(no conditions)"
