@@ -13,7 +13,7 @@ import pytest
 from harness import objects as o
 from harness import seed
 from harness.checks import check_quota
-from harness.faults import Match
+from harness.plans import load_plan
 from harness.monitor import InvariantMonitor
 from harness.pytest_plugin import FaultNotApplied, InvariantViolation
 from harness.waiting import WaitTimeout, wait_for
@@ -22,11 +22,6 @@ STEP = 30.0
 #: After the late admission is answered, how long the monitor keeps watching for a violation (seconds).
 #: Kueue reacts to the re-admission (cache update, unsuspend) within about a second.
 SETTLE = 5.0
-
-
-def _answered(proxy, write: str, name_prefix: str, ns: str):
-    return lambda e: (e["event"] == "response" and e.get("write") == write and e.get("namespace") == ns
-                      and (e.get("name") or "").startswith(name_prefix) and e.get("status") == 200)
 
 
 def _quota_findings(case, queues):
@@ -39,20 +34,20 @@ def test_quota_oversubscription(case):
     q = seed.setup_queues(case)
     proxy, ns = case.proxy, case.ns
     with InvariantMonitor(case.cluster.api, case.history.record, q.cluster_queue) as monitor:
-        adm = proxy.hold(Match(write="admission", namespace=ns, name="job-job1-*"), rule_id="admission-job1")
+        # cases/plans/quota-oversubscription.yaml: hold job1's admission until job1's quota release and
+        # job2's admission were both answered 200, then let it through.
+        plan = load_plan("quota-oversubscription", namespace=ns)
+        rules = proxy.load_plan(plan)
+        case.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
         wl1 = seed.submit_job(case, q, "job1", q.low)
-        held = adm.wait_held(STEP)
-        case.record("held", hold=held.id, label=held.label)
+        held = rules["admission-job1"].wait_held(STEP)
         wl2 = seed.submit_job(case, q, "job2", q.high)
-        # job1 is evicted, its Job stopped and its quota released (strict PATCH), then job2 is admitted.
-        rel = proxy.wait_event(_answered(proxy, "quota_release", "job-job1-", ns), STEP,
-                               "job1's quota release to be answered 200")
-        case.record("observed", what="job1 quota released", flow=rel["flow"])
-        ad2 = proxy.wait_event(_answered(proxy, "admission", "job-job2-", ns), STEP,
-                               "job2's admission to be answered 200")
-        case.record("observed", what="job2 admitted", flow=ad2["flow"])
-        proxy.release(held, why="job1 quota released and job2 admitted")
-        case.record("released", hold=held.id, label=held.label)
+        rel = proxy.wait_event(lambda e: e["event"] in ("released", "hold_timeout") and e.get("rule") == "admission-job1",
+                               4 * STEP, "the plan to release job1's admission")
+        if rel["event"] != "released" or not str(rel.get("why", "")).startswith("triggers"):
+            raise FaultNotApplied(f"job1's admission was not released by the plan's triggers ({rel['event']}: "
+                                  f"{rel.get('why')}): job1's quota release or job2's admission never answered 200")
+        case.record("plan_step", rule="admission-job1", why=rel.get("why"))
         answer = proxy.wait_answered(held.flow, STEP)
         case.record("admission_answered", status=answer["status"], resource_version=answer.get("resource_version"))
         if answer["status"] != 200:
@@ -75,8 +70,8 @@ def test_quota_oversubscription(case):
         f"  job2 {ns}/{wl2['metadata']['name']}: {o.conditions_summary(w2)}; Job {seed.job_state(case, 'job2')}\n"
         f"  violation {'still present at the end' if findings else 'transient (cleared before the end)'}; "
         f"first seen by the monitor: {transient[0].describe() if transient else '-'}\n"
-        f"  proxy: held {held.label} from {held.since:.3f} until job1's quota release (flow {rel['flow']}) "
-        f"and job2's admission (flow {ad2['flow']}) were answered"
+        f"  proxy (plan {plan.name}): held {held.label} from {held.since:.3f} until {rel['ts']:.3f} "
+        f"({rel.get('why')})"
     )
 
 

@@ -1,7 +1,8 @@
 """kubernetes-sigs/kueue#11480 scenario 1: a late admission PATCH overwrites the eviction of its own
 Workload, and the preemptor waits forever ("Preemption already issued, waiting for observation").
 
-The ordering forced through the proxy is notes/kueue-v0.17.md §11 steps 1-5. Invariant (liveness): once
+The ordering forced through the proxy is notes/kueue-v0.17.md §11 steps 1-5, written as the fault plan
+cases/plans/stuck-preemption.yaml. Invariant (liveness): once
 the faults are lifted, job2 (high priority, fits after preempting job1) gets quota within LIVENESS_BOUND.
 """
 
@@ -14,7 +15,7 @@ import pytest
 from harness import kueue_log
 from harness import objects as o
 from harness import seed
-from harness.faults import Match
+from harness.plans import load_plan
 from harness.pytest_plugin import FaultNotApplied, InvariantViolation
 from harness.waiting import WaitTimeout, wait_for
 
@@ -32,54 +33,53 @@ def _admitted_within(case, wl, bound: float) -> bool:
         return False
 
 
+def _plan_outcome(case, proxy, rule_ids: list[str]) -> dict[str, dict]:
+    """Wait until every hold rule of the plan let its flow go; return each rule's "released" event.
+    Raises FaultNotApplied if a hold ended by its timeout instead of its triggers."""
+    out = {}
+    for rid in rule_ids:
+        ev = proxy.wait_event(lambda e, rid=rid: e["event"] in ("released", "hold_timeout", "failed")
+                              and e.get("rule") == rid, 3 * STEP, f"plan rule {rid} to let its flow go")
+        if ev["event"] != "released" or not str(ev.get("why", "")).startswith("triggers"):
+            raise FaultNotApplied(f"plan rule {rid} did not end by its triggers ({ev['event']}: {ev.get('why')}), "
+                                  "so the forced ordering did not happen")
+        out[rid] = ev
+        case.record("plan_step", rule=rid, why=ev.get("why"), label=ev.get("label"))
+    return out
+
+
 @pytest.mark.kueue_bug("kubernetes-sigs/kueue#11480")
 def test_stuck_preemption(case):
     q = seed.setup_queues(case)
-    proxy = case.proxy
-    ns = case.ns
-    # 1. Hold job1's admission PATCH: Kueue's cache counts job1 as admitted, the API server does not.
-    adm = proxy.hold(Match(write="admission", namespace=ns, name="job-job1-*"), rule_id="admission-job1")
-    # Hazard guard (§11 step 4): job1's quota release must not land before the overwriting admission.
-    rel = proxy.hold(Match(write="quota_release", namespace=ns, name="job-job1-*"), rule_id="quota-release-job1")
-    # 2. Let job1's eviction reach kube-apiserver, but hold the answer: the scheduling cycle waits on it.
-    evi = proxy.hold_response(Match(write="eviction", namespace=ns, name="job-job1-*"), rule_id="eviction-job1")
-
+    proxy, ns = case.proxy, case.ns
+    # The ordering lives in cases/plans/stuck-preemption.yaml (the same file `kueue-harness up --plan`
+    # loads): hold job1's admission; hold the answer to job1's eviction; release the admission once the
+    # eviction is applied; hold job1's quota release until the admission was answered; release the
+    # eviction's answer once Kueue's watch delivered the overwritten job1.
+    plan = load_plan("stuck-preemption", namespace=ns)
+    rules = proxy.load_plan(plan)
+    case.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
     wl1 = seed.submit_job(case, q, "job1", q.low)
-    held_adm = adm.wait_held(STEP)
-    case.record("held", hold=held_adm.id, label=held_adm.label)
-
+    held_adm = rules["admission-job1"].wait_held(STEP)
     wl2 = seed.submit_job(case, q, "job2", q.high)
-    held_evi = evi.wait_held(STEP)
-    case.record("held", hold=held_evi.id, label=held_evi.label)
-    # 3. The eviction is applied (direct read), then the admission goes through and removes Evicted.
-    seed.wait_workload(case, wl1, lambda w: o.is_true(w, "Evicted"), STEP, "Evicted=True applied")
-    proxy.release(held_adm, why="eviction applied")
-    case.record("released", hold=held_adm.id, label=held_adm.label)
+    steps = _plan_outcome(case, proxy, ["admission-job1", "quota-release-job1", "eviction-job1"])
+    released_at = steps["eviction-job1"]["ts"]
+    # Did the late admission really remove Evicted? Kueue's watch shows job1 as the admission left it.
     answer = proxy.wait_answered(held_adm.flow, STEP)
-    adm_rv = answer.get("resource_version")
-    case.record("admission_answered", status=answer["status"], resource_version=adm_rv)
-    after = seed.workload(case, wl1)
-    if answer["status"] != 200 or o.is_true(after, "Evicted"):
+    name1 = wl1["metadata"]["name"]
+    seen = [e for e in proxy.events() if e["event"] == "watch_event" and e.get("name") == name1
+            and e.get("namespace") == ns and e.get("resource_version") == answer.get("resource_version")]
+    if answer["status"] != 200 or not seen or seen[0]["conditions"].get("Evicted") == "True":
         raise FaultNotApplied(
-            f"the late admission did not overwrite the eviction (answer {answer['status']}; job1 now "
-            f"{o.conditions_summary(after)}), so this run cannot say anything about the race"
+            f"the late admission did not overwrite the eviction (answer {answer['status']}, watch saw "
+            f"{seen[0]['conditions'] if seen else 'nothing'} at resourceVersion {answer.get('resource_version')})"
         )
-    for h in proxy.state()["holds"]:
-        if h["rule"] == rel.id:
-            proxy.release(h["id"], why="admission answered")  # strict: now fails with 409 Conflict
-            case.record("released", hold=h["id"], label=h["label"])
-    # 4. Once Kueue's watch delivered the overwritten job1, let the eviction's answer through.
-    delivered = proxy.wait_delivered(ns, wl1["metadata"]["name"], adm_rv, STEP)
-    case.record("watch_delivered", resource_version=delivered["resource_version"])
-    proxy.release(held_evi, why="Kueue saw the overwritten job1")
-    released_at = time.time()
-    case.record("released", hold=held_evi.id, label=held_evi.label)
 
-    # 5. Verdict: does the preemptor get quota?
+    # Verdict: does the preemptor get quota once every fault is lifted?
     if _admitted_within(case, wl2, LIVENESS_BOUND):
         case.record("verdict", invariant="liveness", held=True)
         return
-    key1 = f"{ns}/{wl1['metadata']['name']}"
+    key1 = f"{ns}/{name1}"
     waiting = kueue_log.count(case.env.kueue_log, kueue_log.PREEMPTION_WAITING, targetWorkload=key1)
     w1, w2 = seed.workload(case, wl1), seed.workload(case, wl2)
     case.record("verdict", invariant="liveness", held=False, preemption_waiting_lines=waiting)
@@ -89,8 +89,8 @@ def test_stuck_preemption(case):
         f"  job1 {key1}: {o.conditions_summary(w1)}\n"
         f"  job2 {ns}/{wl2['metadata']['name']}: {o.conditions_summary(w2)}\n"
         f"  Kueue logged 'Preemption already issued, waiting for observation' for job1 {waiting} times\n"
-        f"  proxy: held {held_adm.label} at {held_adm.since:.3f}, released after the eviction applied; "
-        f"held the answer to {held_evi.label} at {held_evi.since:.3f}, released at {released_at:.3f}"
+        f"  proxy (plan {plan.name}): held {held_adm.label} at {held_adm.since:.3f}; "
+        + "; ".join(f"{rid} released at {ev['ts']:.3f} ({ev.get('why')})" for rid, ev in steps.items())
     )
 
 

@@ -1,21 +1,39 @@
-"""Fault rules: what request to act on (a Match over a classified KueueWrite and raw fields) and what to
-do with it (hold the request, hold the response, delay, fail with a Kubernetes Status). Pure logic.
+"""Fault rules: what request to act on (a Match over a classified KueueWrite and raw fields), what to
+do with it (hold the request or the response, delay, fail with a Kubernetes Status, reset the stream,
+observe, drop watch events), and when a hold ends (Release triggers). Pure logic.
 
-The proxy addon asks `Rule.matches()` for every request; the harness builds rules with the same class,
-so Python cases and the control channel share one definition.
+The proxy addon asks `RuleBook` for every request and `trigger_satisfied` after every event; the
+harness and YAML plans (harness/plans.py) build the same classes, so no path can drift.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
+from functools import lru_cache
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.kueue_api import WRITE_CLASSES, KueueWrite, ResourceRef
+from harness.kueue_api import WRITE_CLASSES, KueueWrite, parse_path
+
+
+@lru_cache(maxsize=256)
+def _jsonpath(expr: str):
+    from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
+    from jsonpath_ng.ext import parse
+
+    try:
+        return parse(expr)
+    except (JsonPathLexerError, JsonPathParserError, Exception) as e:  # noqa: BLE001 - any parse failure
+        raise RuleError(f"match.body_jsonpath: {expr!r} is not a JSONPath: {e}") from None
 
 STAGES = ("request", "response")
-ACTIONS = ("hold", "delay", "fail")
+#: "observe" acts on nothing: it names requests so that other rules' triggers can refer to them.
+#: "drop_watch_events" drops Workload events on Kueue's watch streams whose object matches.
+ACTIONS = ("hold", "delay", "fail", "reset", "observe", "drop_watch_events")
+#: States of a rule's flow a trigger can wait for: "held" (for a response hold: kube-apiserver has
+#: answered), "released" (the proxy let it go), "answered" (the answer was delivered to Kueue).
+TRIGGER_STATES = ("held", "released", "answered")
 
 
 class RuleError(ValueError):
@@ -34,7 +52,10 @@ class Match:
 
     `write`: a class from kueue_api.WRITE_CLASSES (Workload status writes) or a verb ("patch", "post",
     "delete", "put") for other writes; `name`/`namespace`: fnmatch globs; `field_manager`: exact;
-    `kind`: "Workload", "Job", ...; `method`: HTTP verb; `path_regex`: searched in the full path+query.
+    `kind`: "Workload", "Job", ...; `method`: HTTP verb; `path_regex`: searched in the full path+query;
+    `resource`/`subresource`: from the API path ("workloads", "status"); `body_jsonpath`: a JSONPath
+    (jsonpath-ng, extended syntax) that must find something in the JSON body, and equal `body_equals`
+    (compared as strings) when that is given.
     """
 
     write: str | None = None
@@ -44,6 +65,10 @@ class Match:
     field_manager: str | None = None
     method: str | None = None
     path_regex: str | None = None
+    resource: str | None = None
+    subresource: str | None = None
+    body_jsonpath: str | None = None
+    body_equals: str | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Match":
@@ -62,14 +87,33 @@ class Match:
                 re.compile(m.path_regex)
             except re.error as e:
                 raise RuleError(f"match.path_regex: {e}") from None
+        for k in ("name", "namespace"):
+            glob = getattr(m, k)
+            if glob and glob.count("[") != glob.count("]"):
+                raise RuleError(f"match.{k}: glob {glob!r} has an unbalanced '['")
+        if m.body_jsonpath:
+            _jsonpath(m.body_jsonpath)
+        if m.body_equals is not None and not m.body_jsonpath:
+            raise RuleError("match.body_equals needs match.body_jsonpath")
         return m
 
-    def matches(self, write: KueueWrite | None, method: str, path: str) -> bool:
-        """True if a request (its classification `write`, HTTP `method`, full `path`) matches."""
+    def matches(self, write: KueueWrite | None, method: str, path: str, body: Any = None) -> bool:
+        """True if a request (its classification `write`, HTTP `method`, full `path`, parsed JSON `body`)
+        matches."""
         if self.method and self.method.upper() != method.upper():
             return False
         if self.path_regex and not re.search(self.path_regex, path):
             return False
+        if self.resource or self.subresource:
+            ref = parse_path(path)
+            if ref is None or (self.resource and ref.resource != self.resource) or (
+                self.subresource and ref.subresource != self.subresource
+            ):
+                return False
+        if self.body_jsonpath:
+            found = [m.value for m in _jsonpath(self.body_jsonpath).find(body)] if body is not None else []
+            if not found or (self.body_equals is not None and not any(str(v) == self.body_equals for v in found)):
+                return False
         needs_write = any(
             v is not None for v in (self.write, self.kind, self.name, self.namespace, self.field_manager)
         )
@@ -91,6 +135,71 @@ class Match:
 
 
 @dataclass(frozen=True)
+class Trigger:
+    """One condition for ending a hold.
+
+    `rule` + `state`: a flow caught by rule `rule` reached `state` (TRIGGER_STATES), with HTTP `status`
+    if given (for "held" at the response stage and "answered");
+    `delivered`: Kueue's Workload watch delivered the object of rule `delivered`'s answered flow at a
+    resourceVersion >= the one in that answer (the proxy sees the watch stream).
+    """
+
+    rule: str | None = None
+    state: str = "answered"
+    status: int | None = None
+    delivered: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> "Trigger":
+        if not isinstance(d, dict):
+            raise RuleError(f"{where}: expected an object like {{rule: X, state: answered}} or {{delivered: X}}")
+        _check_keys(d, set(cls.__dataclass_fields__), where)
+        t = cls(**d)
+        if bool(t.rule) == bool(t.delivered):
+            raise RuleError(f"{where}: give exactly one of `rule` (with `state`) or `delivered`")
+        if t.state not in TRIGGER_STATES:
+            raise RuleError(f"{where}: state {t.state!r} is not one of {', '.join(TRIGGER_STATES)}")
+        if t.status is not None and (isinstance(t.status, bool) or not isinstance(t.status, int)):
+            raise RuleError(f"{where}: status must be an HTTP status code")
+        return t
+
+    @property
+    def ref(self) -> str:
+        return self.rule or self.delivered or ""
+
+
+@dataclass(frozen=True)
+class Release:
+    """When a hold ends by itself: once every trigger in `after` holds (none: only by command or
+    timeout), or after `timeout` seconds, then `on_timeout` ("release" or "fail" with `status`)."""
+
+    after: tuple[Trigger, ...] = ()
+    timeout: float | None = None
+    on_timeout: str = "release"
+    status: int = 500
+    reason: str = "InternalError"
+    message: str = "injected by kueue-harness (hold timed out)"
+
+    @classmethod
+    def from_dict(cls, d: Any, rule_id: str) -> "Release":
+        where = f"rule {rule_id}: release"
+        if not isinstance(d, dict):
+            raise RuleError(f"{where}: expected an object with `after`, `timeout`, `on_timeout`")
+        _check_keys(d, set(cls.__dataclass_fields__), where)
+        d = dict(d)
+        after = d.get("after") or []
+        if not isinstance(after, list):
+            raise RuleError(f"{where}.after: expected a list of triggers")
+        d["after"] = tuple(Trigger.from_dict(t, f"{where}.after[{i}]") for i, t in enumerate(after))
+        r = cls(**d)
+        if r.timeout is not None and (isinstance(r.timeout, bool) or not isinstance(r.timeout, (int, float)) or r.timeout <= 0):
+            raise RuleError(f"{where}.timeout: expected seconds > 0")
+        if r.on_timeout not in ("release", "fail"):
+            raise RuleError(f"{where}.on_timeout: {r.on_timeout!r} is not release or fail")
+        return r
+
+
+@dataclass(frozen=True)
 class Rule:
     """A fault: at `stage` ("request" before kube-apiserver sees it, "response" after it answered),
     do `action` to the first `times` matching requests (None = every match).
@@ -99,7 +208,12 @@ class Rule:
     `max_hold` seconds pass: then it is released and the hold is marked expired);
     action "delay": wait `delay` seconds, then continue;
     action "fail": answer `status` with a Kubernetes Status body (request stage: the server is never
-    contacted; response stage: the server's answer is replaced).
+    contacted; response stage: the server's answer is replaced);
+    action "reset": reset the HTTP/2 stream (close the HTTP/1.1 connection) instead of answering;
+    action "observe": do nothing, but record the flow so that triggers can refer to it;
+    action "drop_watch_events": drop Workload events matching `match.name`/`match.namespace` from Kueue's
+    watch streams (`times` counts dropped events).
+    `release`: when a hold ends by itself (triggers over other rules' flows, a timeout).
     """
 
     id: str
@@ -112,6 +226,7 @@ class Rule:
     message: str = "injected by kueue-harness"
     delay: float = 0.0
     max_hold: float = 600.0
+    release: Release | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Rule":
@@ -124,6 +239,10 @@ class Rule:
         if not isinstance(match, dict):
             raise RuleError(f"rule {d['id']}: match: expected an object, got {type(match).__name__}")
         d["match"] = Match.from_dict(dict(match))
+        if d.get("action") == "hold_response":  # plan sugar
+            d["action"], d["stage"] = "hold", "response"
+        if d.get("release") is not None:
+            d["release"] = Release.from_dict(d["release"], d["id"])
         for k, types in (("times", int), ("status", int), ("delay", (int, float)), ("max_hold", (int, float))):
             if k not in d or (k == "times" and d[k] is None):
                 continue
@@ -140,12 +259,102 @@ class Rule:
             raise RuleError(f"rule {r.id}: status {r.status} is not an HTTP status")
         if r.delay < 0 or r.max_hold <= 0:
             raise RuleError(f"rule {r.id}: delay must be >= 0 and max_hold > 0")
+        if r.release is not None and r.action != "hold":
+            raise RuleError(f"rule {r.id}: `release` applies to action hold only, not {r.action}")
+        if r.action == "drop_watch_events" and (r.match.write or r.match.method or r.match.path_regex):
+            raise RuleError(f"rule {r.id}: drop_watch_events matches watch events by name/namespace only")
         return r
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["match"] = {k: v for k, v in d["match"].items() if v is not None}
+        if self.release is None:
+            d.pop("release")
+        else:
+            d["release"]["after"] = [{k: v for k, v in t.items() if v is not None} for t in d["release"]["after"]]
         return d
+
+    def refs(self) -> set[str]:
+        """Ids of the rules this rule's release triggers refer to."""
+        return {t.ref for t in self.release.after} if self.release else set()
+
+
+def validate_rule_set(rules: list[Rule], loaded: set[str] = frozenset()) -> None:
+    """Check a set of rules loaded together: unique ids (also against `loaded`), triggers naming known
+    rules, and no cycle of holds that each wait for another's release (a deadlock). Raises RuleError
+    naming the rules involved."""
+    ids: set[str] = set()
+    for r in rules:
+        if r.id in ids or r.id in loaded:
+            raise RuleError(f"rule {r.id}: a rule with this id is already loaded")
+        ids.add(r.id)
+    known = ids | set(loaded)
+    for r in rules:
+        for ref in sorted(r.refs()):
+            if ref not in known:
+                raise RuleError(f"rule {r.id}: release trigger names unknown rule {ref!r}")
+    # A hold waiting for X to be released or answered (or delivered) needs X's own hold to end first;
+    # waiting for X to be "held" does not, so such triggers make no edge (scenario 1 needs exactly that:
+    # the admission waits for the eviction to be held, the eviction's answer for the admission).
+    graph = {
+        r.id: {t.ref for t in (r.release.after if r.release else ()) if t.delivered or t.state != "held"} & ids
+        for r in rules
+    }
+    state: dict[str, int] = {}
+
+    def visit(n: str, path: list[str]) -> None:
+        state[n] = 1
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                cycle = path[path.index(m):] + [m] if m in path else [n, m]
+                raise RuleError(f"release triggers form a cycle: {' -> '.join(cycle)}")
+            if state.get(m) is None:
+                visit(m, path + [m])
+        state[n] = 2
+
+    for n in graph:
+        if state.get(n) is None:
+            visit(n, [n])
+
+
+@dataclass
+class FlowRecord:
+    """What a rule's flow has gone through, for triggers. `answered_rv`: resourceVersion in the answer."""
+
+    flow: int
+    namespace: str | None
+    name: str | None
+    held: bool = False
+    held_status: int | None = None
+    released: bool = False
+    answered_status: int | None = None
+    answered_rv: str | None = None
+
+
+def trigger_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]], delivered_rv: dict[str, int]) -> bool:
+    """Whether trigger `t` holds, given each rule's flows and the highest resourceVersion Kueue's watch
+    delivered per "namespace/name". A trigger over a rule with several flows holds when any flow does."""
+    if t.delivered:
+        for f in flows.get(t.delivered, []):
+            if f.answered_rv is None or f.answered_status != 200:
+                continue
+            got = delivered_rv.get(f"{f.namespace}/{f.name}")
+            try:
+                if got is not None and got >= int(f.answered_rv):
+                    return True
+            except ValueError:
+                continue
+        return False
+    for f in flows.get(t.rule or "", []):
+        if t.state == "held" and f.held and (t.status is None or f.held_status == t.status):
+            return True
+        if t.state == "released" and f.released:
+            return True
+        if t.state == "answered" and f.answered_status is not None and (
+            t.status is None or f.answered_status == t.status
+        ):
+            return True
+    return False
 
 
 def kubernetes_status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -168,13 +377,13 @@ class RuleState:
     rule: Rule
     hits: int = 0
 
-    def take(self, write: KueueWrite | None, method: str, path: str, stage: str) -> bool:
+    def take(self, write: KueueWrite | None, method: str, path: str, stage: str, body: Any = None) -> bool:
         """If this rule applies to the request at `stage` and has uses left, count it and return True."""
         if self.rule.stage != stage:
             return False
         if self.rule.times is not None and self.hits >= self.rule.times:
             return False
-        if not self.rule.match.matches(write, method, path):
+        if not self.rule.match.matches(write, method, path, body):
             return False
         self.hits += 1
         return True
@@ -194,8 +403,31 @@ class RuleBook:
     def remove(self, rule_id: str) -> None:
         self.rules.pop(rule_id, None)
 
-    def first(self, write: KueueWrite | None, method: str, path: str, stage: str) -> Rule | None:
+    def first(self, write: KueueWrite | None, method: str, path: str, stage: str, body: Any = None) -> Rule | None:
+        """The first acting rule (not observe / drop_watch_events) that takes this request at `stage`."""
         for st in self.rules.values():
-            if st.take(write, method, path, stage):
+            if st.rule.action in ("observe", "drop_watch_events"):
+                continue
+            if st.take(write, method, path, stage, body):
                 return st.rule
+        return None
+
+    def observers(self, write: KueueWrite | None, method: str, path: str, body: Any = None) -> list[Rule]:
+        """Every observe rule that takes this request (they do not exclude each other or acting rules)."""
+        return [st.rule for st in self.rules.values()
+                if st.rule.action == "observe" and st.take(write, method, path, "request", body)]
+
+    def drop_watch_event(self, namespace: str | None, name: str | None) -> Rule | None:
+        """The drop_watch_events rule that drops a watch event for namespace/name (counts it), if any."""
+        for st in self.rules.values():
+            r = st.rule
+            if r.action != "drop_watch_events" or (r.times is not None and st.hits >= r.times):
+                continue
+            m = r.match
+            if m.name and not fnmatch.fnmatchcase(name or "", m.name):
+                continue
+            if m.namespace and not fnmatch.fnmatchcase(namespace or "", m.namespace):
+                continue
+            st.hits += 1
+            return r
         return None

@@ -158,6 +158,12 @@ class Proxy:
         self._call("POST", "/rules", rule.to_dict())
         return RuleHandle(self, rule)
 
+    def load_plan(self, plan) -> dict[str, RuleHandle]:
+        """Load a validated harness.plans.Plan atomically (all rules or none); returns handles by rule id.
+        Raises ProxyError with the proxy's reason if it refuses the plan."""
+        self._call("POST", "/plan", plan.to_wire())
+        return {r.id: RuleHandle(self, r) for r in plan.rules}
+
     def hold(self, match: Match, rule_id: str | None = None, times: int | None = 1,
              max_hold: float = 600.0) -> RuleHandle:
         """Hold matching requests before kube-apiserver sees them."""

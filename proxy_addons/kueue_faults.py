@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 from mitmproxy import ctx, http
 
 from harness import kueue_api
-from harness.faults import Rule, RuleBook, RuleError, kubernetes_status
+from harness.faults import (FlowRecord, Rule, RuleBook, RuleError, kubernetes_status, trigger_satisfied,
+                            validate_rule_set)
 
 _MAX_CONTROL_BODY = 1 << 20
 
@@ -75,6 +76,8 @@ class KueueFaults:
         self.holds: dict[str, Hold] = {}
         self.log = EventLog()
         self.delivered: dict[str, dict[str, Any]] = {}  # "ns/name" -> last watch event delivered
+        self.delivered_rv: dict[str, int] = {}  # "ns/name" -> highest resourceVersion delivered
+        self.rule_flows: dict[str, list[FlowRecord]] = {}  # rule id -> flows it caught (for triggers)
         self._seq = itertools.count(1)
         self._hold_seq = itertools.count(1)
         self._server: asyncio.AbstractServer | None = None
@@ -115,9 +118,22 @@ class KueueFaults:
                 "request", flow=seq, method=req.method, path=urlsplit(req.path).path,
                 user_agent=req.headers.get("user-agent", ""), write=write.to_dict(),
             )
-        rule = self.rules.first(write, req.method, req.path, "request")
-        info["response_rule"] = self.rules.first(write, req.method, req.path, "response")
+        body = None
+        if any(st.rule.match.body_jsonpath for st in self.rules.rules.values()):
+            try:
+                body = json.loads(req.raw_content or b"null")
+            except ValueError:
+                body = None
+        info["records"] = {}
+        for obs in self.rules.observers(write, req.method, req.path, body):
+            self._record_flow(flow, obs)
+            self.log.write("observed", flow=seq, rule=obs.id, label=write.summary() if write else req.path)
+        rule = self.rules.first(write, req.method, req.path, "request", body)
+        info["response_rule"] = self.rules.first(write, req.method, req.path, "response", body)
+        if info["response_rule"] is not None:
+            self._record_flow(flow, info["response_rule"])
         if rule is not None:
+            self._record_flow(flow, rule)
             await self._act(flow, rule, "request")
             resp_rule = info["response_rule"]
             if flow.response is not None and resp_rule is not None:
@@ -125,6 +141,9 @@ class KueueFaults:
                 st = self.rules.rules.get(resp_rule.id)
                 if st is not None and st.rule is resp_rule:
                     st.hits -= 1
+                    flows = self.rule_flows.get(resp_rule.id, [])
+                    info["records"].pop(resp_rule.id, None)
+                    self.rule_flows[resp_rule.id] = [f for f in flows if f.flow != seq]
                 info["response_rule"] = None
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -154,6 +173,15 @@ class KueueFaults:
                 "response", flow=seq, status=flow.response.status_code, resource_version=rv,
                 label=write.summary(), write=write.write, namespace=write.namespace, name=write.name,
             )
+        if info.get("records") and flow.response is not None:
+            rv = None
+            try:
+                rv = (json.loads(flow.response.content or b"{}").get("metadata") or {}).get("resourceVersion")
+            except (ValueError, AttributeError, TypeError):
+                pass
+            for rec in info["records"].values():
+                rec.answered_status, rec.answered_rv = flow.response.status_code, rv
+            self._check_triggers()
         if kueue_api.is_watch(flow.request.path):
             self.log.write("watch_closed", flow=seq, path=flow.request.path)
         self._flows.pop(flow.id, None)
@@ -183,6 +211,11 @@ class KueueFaults:
             self._fail(flow, rule.status, rule.reason, rule.message)
             self.log.write("failed", flow=seq, rule=rule.id, stage=stage, status=rule.status, label=label)
             return
+        if rule.action == "reset":
+            self.log.write("reset", flow=seq, rule=rule.id, stage=stage, label=label)
+            flow.kill()
+            return
+        record = info.get("records", {}).get(rule.id)
         hold = Hold(
             id=f"h{next(self._hold_seq)}", rule_id=rule.id, stage=stage, flow=seq, label=label,
             since=time.time(), max_hold=rule.max_hold,
@@ -196,11 +229,24 @@ class KueueFaults:
             except (ValueError, AttributeError):
                 pass
         self.log.write("held", flow=seq, hold=hold.id, rule=rule.id, stage=stage, label=label, **extra)
+        hold.rule = rule
+        if record is not None:
+            record.held, record.held_status = True, extra.get("status")
+        self._check_triggers()
+        rel = rule.release
+        limit = min(rule.max_hold, rel.timeout) if rel is not None and rel.timeout else rule.max_hold
         try:
-            await asyncio.wait_for(hold.event.wait(), timeout=rule.max_hold)
+            await asyncio.wait_for(hold.event.wait(), timeout=limit)
         except asyncio.TimeoutError:
-            hold.decision = {"action": "release", "why": f"max_hold {rule.max_hold}s expired"}
-            self.log.write("hold_expired", flow=seq, hold=hold.id, rule=rule.id, label=label)
+            if rel is not None and rel.timeout and rel.timeout <= rule.max_hold:
+                # The plan's own timeout: an expected outcome, done as the plan says.
+                hold.decision = {"action": rel.on_timeout, "status": rel.status, "reason": rel.reason,
+                                 "message": rel.message, "why": f"release.timeout {rel.timeout}s"}
+                self.log.write("hold_timeout", flow=seq, hold=hold.id, rule=rule.id, label=label,
+                               then=rel.on_timeout)
+            else:
+                hold.decision = {"action": "release", "why": f"max_hold {rule.max_hold}s expired"}
+                self.log.write("hold_expired", flow=seq, hold=hold.id, rule=rule.id, label=label)
         finally:
             self.holds.pop(hold.id, None)
         d = hold.decision
@@ -211,6 +257,30 @@ class KueueFaults:
         else:
             self.log.write("released", flow=seq, hold=hold.id, rule=rule.id, stage=stage, label=label,
                            why=d.get("why", "control"))
+        if record is not None:
+            record.released = True
+            self._check_triggers()
+
+    def _record_flow(self, flow: http.HTTPFlow, rule: Rule) -> FlowRecord:
+        info = self._info(flow)
+        write = info.get("write")
+        rec = FlowRecord(info.get("seq"), write.namespace if write else None, write.name if write else None)
+        info.setdefault("records", {})[rule.id] = rec
+        self.rule_flows.setdefault(rule.id, []).append(rec)
+        return rec
+
+    def _check_triggers(self) -> None:
+        """Release every hold whose rule's release triggers all hold now (plans: harness/faults.py)."""
+        for hold in list(self.holds.values()):
+            rule = getattr(hold, "rule", None)
+            if rule is None or rule.release is None or not rule.release.after or hold.event.is_set():
+                continue
+            if all(trigger_satisfied(t, self.rule_flows, self.delivered_rv) for t in rule.release.after):
+                why = "triggers: " + ", ".join(
+                    f"{t.rule} {t.state}" if t.rule else f"Kueue's watch delivered {t.delivered}'s object"
+                    for t in rule.release.after)
+                hold.decision = {"action": "release", "why": why}
+                hold.event.set()
 
     @staticmethod
     def _fail(flow: http.HTTPFlow, status: int, reason: str, message: str) -> None:
@@ -218,30 +288,59 @@ class KueueFaults:
         flow.response = http.Response.make(status, body, {"content-type": "application/json"})
 
     def _watch_tap(self, flow: http.HTTPFlow):
-        """A stream callable that passes chunks through unchanged and records each Workload event."""
-        buf = bytearray()
+        """A stream callable for Workload watches: records each event Kueue receives, and drops those a
+        drop_watch_events rule matches. With no such rule loaded every chunk goes out as it came in,
+        byte for byte; while one is loaded a partial line waits for its newline, so that a whole event
+        line can be left out."""
+        buf = bytearray()  # bytes not yet parsed into complete lines
+        sent = 0  # how many leading bytes of buf Kueue already received
         seq = self._info(flow).get("seq")
 
         def tap(data: bytes) -> bytes:
+            nonlocal sent
+            if not data:  # end of stream: flush what was held back
+                rest = bytes(buf[sent:])
+                buf.clear()
+                sent = 0
+                return rest
             buf.extend(data)
+            dropping = any(st.rule.action == "drop_watch_events" for st in self.rules.rules.values())
+            out = bytearray()
             while True:
                 nl = buf.find(b"\n")
                 if nl < 0:
                     break
-                line = bytes(buf[:nl])
+                line = bytes(buf[: nl + 1])
                 del buf[: nl + 1]
+                already = min(sent, len(line))
+                sent -= already
                 ev = kueue_api.parse_watch_line(line)
-                if ev is None or ev.name is None:
-                    continue
-                key = f"{ev.namespace}/{ev.name}"
-                rec = {
-                    "type": ev.type, "namespace": ev.namespace, "name": ev.name,
-                    "resource_version": ev.resource_version, "conditions": ev.conditions,
-                    "admission": ev.has_admission,
-                }
-                self.delivered[key] = rec
-                self.log.write("watch_event", flow=seq, **rec)
-            return data
+                if ev is not None and ev.name is not None:
+                    rec = {
+                        "type": ev.type, "namespace": ev.namespace, "name": ev.name,
+                        "resource_version": ev.resource_version, "conditions": ev.conditions,
+                        "admission": ev.has_admission,
+                    }
+                    drop = None
+                    if dropping and already == 0 and ev.type != "BOOKMARK":
+                        drop = self.rules.drop_watch_event(ev.namespace, ev.name)
+                    if drop is not None:
+                        self.log.write("watch_event_dropped", flow=seq, rule=drop.id, **rec)
+                        continue
+                    key = f"{ev.namespace}/{ev.name}"
+                    self.delivered[key] = rec
+                    try:
+                        self.delivered_rv[key] = max(self.delivered_rv.get(key, 0), int(ev.resource_version or 0))
+                    except ValueError:
+                        pass
+                    self.log.write("watch_event", flow=seq, **rec)
+                out.extend(line[already:])
+            if not dropping:
+                out.extend(buf[sent:])
+                sent = len(buf)
+            if self.holds:
+                self._check_triggers()
+            return bytes(out)
 
         return tap
 
@@ -275,11 +374,26 @@ class KueueFaults:
         if method == "POST" and parts == ["rules"]:
             try:
                 rule = Rule.from_dict(body)
+                validate_rule_set([rule], set(self.rules.rules))
                 self.rules.add(rule)
             except (RuleError, TypeError) as e:
                 return 400, {"error": str(e)}
             self.log.write("rule_added", rule=rule.to_dict())
             return 201, rule.to_dict()
+        if method == "POST" and parts == ["plan"]:
+            # All or nothing: a bad plan changes nothing in the running proxy.
+            raw = body.get("rules")
+            if not isinstance(raw, list) or not raw:
+                return 400, {"error": "plan: `rules` must be a non-empty list"}
+            try:
+                rules = [Rule.from_dict(r) if isinstance(r, dict) else Rule.from_dict({}) for r in raw]
+                validate_rule_set(rules, set(self.rules.rules))
+            except (RuleError, TypeError) as e:
+                return 400, {"error": str(e)}
+            for r in rules:
+                self.rules.add(r)
+                self.log.write("rule_added", rule=r.to_dict(), plan=body.get("name"))
+            return 201, {"loaded": [r.id for r in rules], "plan": body.get("name")}
         if method == "DELETE" and len(parts) == 2 and parts[0] == "rules":
             self.rules.remove(parts[1])
             self.log.write("rule_removed", rule=parts[1])

@@ -1,0 +1,167 @@
+"""YAML fault plans: a named list of rules (harness/faults.py) with release triggers, loaded by the pytest
+API and the CLI alike. Validation reports `file:line` for unknown keys, bad values, bad globs/regexes,
+triggers naming unknown rules and trigger cycles; a plan that fails validation loads nothing.
+
+Format: docs/fault-plans.md. The seed scenarios ship as cases/plans/*.yaml and the cases load them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import HarnessError
+from harness.faults import Match, Release, Rule, RuleError, Trigger, validate_rule_set
+
+PLANS_DIR = Path(__file__).resolve().parent.parent / "cases" / "plans"
+API_VERSION = "kueue-harness/v1"
+KIND = "FaultPlan"
+
+_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules"}
+_RULE_KEYS = {f.name for f in dataclasses.fields(Rule)}
+_MATCH_KEYS = {f.name for f in dataclasses.fields(Match)}
+_RELEASE_KEYS = {f.name for f in dataclasses.fields(Release)}
+_TRIGGER_KEYS = {f.name for f in dataclasses.fields(Trigger)}
+
+
+class PlanError(HarnessError):
+    """A plan file is invalid. `str()` starts with `file:line:` and says what to change."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated plan: `rules` in file order, `source` the file, `lines` rule id -> line number."""
+
+    name: str
+    description: str
+    rules: tuple[Rule, ...]
+    source: str
+    lines: dict[str, int]
+
+    def to_wire(self) -> dict[str, Any]:
+        """The body of the proxy's `POST /plan`."""
+        return {"name": self.name, "rules": [r.to_dict() for r in self.rules]}
+
+
+def _err(source: str, node: yaml.Node | None, msg: str) -> PlanError:
+    line = node.start_mark.line + 1 if node is not None else 1
+    return PlanError(f"{source}:{line}: {msg}")
+
+
+def _keys(node: yaml.MappingNode) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    return {k.value: (k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def _check_mapping(source: str, node: yaml.Node, allowed: set[str], what: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    if not isinstance(node, yaml.MappingNode):
+        raise _err(source, node, f"{what}: expected a mapping")
+    keys = _keys(node)
+    for k, (knode, _) in keys.items():
+        if k not in allowed:
+            raise _err(source, knode, f"{what}: unknown key {k!r}; allowed: {', '.join(sorted(allowed))}")
+    return keys
+
+
+def _check_rule_nodes(source: str, node: yaml.Node, index: int) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+    keys = _check_mapping(source, node, _RULE_KEYS, f"rules[{index}]")
+    if "match" in keys:
+        _check_mapping(source, keys["match"][1], _MATCH_KEYS, f"rules[{index}].match")
+    if "release" in keys:
+        rel = _check_mapping(source, keys["release"][1], _RELEASE_KEYS, f"rules[{index}].release")
+        if "after" in rel:
+            after = rel["after"][1]
+            if not isinstance(after, yaml.SequenceNode):
+                raise _err(source, after, f"rules[{index}].release.after: expected a list of triggers")
+            for j, t in enumerate(after.value):
+                _check_mapping(source, t, _TRIGGER_KEYS, f"rules[{index}].release.after[{j}]")
+    return keys
+
+
+def _field_node(keys: dict[str, tuple[yaml.Node, yaml.Node]], message: str, rule_node: yaml.Node) -> yaml.Node:
+    """The node a RuleError message is about ("match.path_regex: …" -> that value), else the rule."""
+    m = re.search(r"\b(match|release)\.([a-z_]+)", message)
+    if m and m.group(1) in keys:
+        sub = keys[m.group(1)][1]
+        if isinstance(sub, yaml.MappingNode):
+            inner = _keys(sub)
+            if m.group(2) in inner:
+                return inner[m.group(2)][1]
+        return sub
+    for k in keys:
+        if re.search(rf"\b{k}\b", message):
+            return keys[k][1]
+    return rule_node
+
+
+def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) -> Plan:
+    """Parse and validate plan text. `namespace` (a case's namespace) is set on rules whose match has
+    none, so that a plan written for any namespace acts only inside one.
+
+    Raises PlanError ("file:line: …") on any problem; nothing is half-loaded.
+    """
+    try:
+        root = yaml.compose(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = mark.line + 1 if mark else 1
+        raise PlanError(f"{source}:{line}: not valid YAML: {e.problem or e}") from None
+    if root is None:
+        raise PlanError(f"{source}:1: empty plan; expected apiVersion, kind, name and rules")
+    top = _check_mapping(source, root, _TOP_KEYS, "plan")
+    data = yaml.safe_load(text)
+    if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
+        node = top.get("apiVersion", top.get("kind", (None, root)))[1]
+        raise _err(source, node, f"expected apiVersion: {API_VERSION} and kind: {KIND}")
+    if "rules" not in top or not isinstance(top["rules"][1], yaml.SequenceNode) or not top["rules"][1].value:
+        raise _err(source, top.get("rules", (None, root))[1], "`rules` must be a non-empty list")
+    rules: list[Rule] = []
+    lines: dict[str, int] = {}
+    nodes: dict[str, tuple[yaml.Node, dict]] = {}
+    for i, (rnode, rdata) in enumerate(zip(top["rules"][1].value, data["rules"])):
+        keys = _check_rule_nodes(source, rnode, i)
+        if not isinstance(rdata, dict):
+            raise _err(source, rnode, f"rules[{i}]: expected a mapping")
+        rdata = dict(rdata)
+        if namespace is not None and isinstance(rdata.get("match"), dict) and not rdata["match"].get("namespace"):
+            rdata["match"] = {**rdata["match"], "namespace": namespace}
+        elif namespace is not None and rdata.get("match") is None:
+            rdata["match"] = {"namespace": namespace}
+        try:
+            rule = Rule.from_dict(rdata)
+        except (RuleError, TypeError) as e:
+            raise _err(source, _field_node(keys, str(e), rnode), str(e)) from None
+        rules.append(rule)
+        lines[rule.id] = rnode.start_mark.line + 1
+        nodes[rule.id] = (rnode, keys)
+    try:
+        validate_rule_set(rules)
+    except RuleError as e:
+        msg = str(e)
+        culprit = next((rid for rid in nodes if re.search(rf"\b{re.escape(rid)}\b", msg)), None)
+        node = nodes[culprit][0] if culprit else root
+        if culprit and "release" in nodes[culprit][1]:
+            node = nodes[culprit][1]["release"][1]
+        raise _err(source, node, msg) from None
+    return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
+                tuple(rules), source, lines)
+
+
+def load_plan(path: str | Path, namespace: str | None = None) -> Plan:
+    """Read and validate a plan file; a bare name ("stuck-preemption") means cases/plans/<name>.yaml.
+
+    Raises PlanError (with file:line) on invalid content, and when the file cannot be read.
+    """
+    p = Path(path)
+    if not p.exists() and not p.suffix and (PLANS_DIR / f"{p}.yaml").exists():
+        p = PLANS_DIR / f"{p}.yaml"
+    try:
+        text = p.read_text()
+    except OSError as e:
+        shipped = ", ".join(sorted(f.stem for f in PLANS_DIR.glob("*.yaml")))
+        raise PlanError(f"{p}: cannot read the plan ({e.strerror}). Shipped plans: {shipped}") from None
+    return parse_plan(text, str(p), namespace)
