@@ -1,5 +1,6 @@
 """`kueue-harness`: the command line. `run` reproduces the seed cases on real Kueue and prints a verdict
-table; `build` builds the real components; `versions` lists what is pinned and served.
+table; `up`/`status`/`holds`/`release`/`fail`/`plan load`/`logs`/`down` drive a long-running session by
+hand; `build` builds the real components; `versions` lists what is pinned and served.
 
 Exit codes: 0 every case got the verdict its Kueue version should give; 1 some case did not (or errored);
 2-7 a foreseeable problem before any case ran (see harness/errors.py and README "When things go wrong").
@@ -55,6 +56,151 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_up(args: argparse.Namespace) -> int:
+    from harness import session
+
+    versions.kueue_release(args.kueue_version)
+    if args.plan:
+        from harness.plans import load_plan
+
+        load_plan(args.plan)  # file:line errors before anything starts
+    s = session.start(args.kueue_version, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept)
+    print(f"""
+kueue-harness session is up (Kueue {s['kueue_version']}; supervisor pid {s['supervisor']['pid']}).
+  kubectl as admin (direct to kube-apiserver):  export KUBECONFIG={s['admin_kubeconfig']}
+  kubectl {versions.KUBERNETES_VERSION} (built, if yours differs):    {s['kubectl']}
+  Kueue talks to kube-apiserver through:        {s['proxy_url']}
+  proxy control channel (loopback, token):      127.0.0.1:{s['control_port']} (token in {s['control_token_file']})""")
+    if s.get("web_url"):
+        print(f"  mitmweb UI (loopback only, no login):        {s['web_url']}")
+    print(f"""  evidence:                                     {s['artifacts']}
+Next: `kueue-harness holds`, `kueue-harness release ID`, `kueue-harness plan load FILE`, `kueue-harness logs`,
+      `kueue-harness down` (docs/manual-session.md walks through scenario 1).""")
+    return 0
+
+
+def _attach():
+    from harness import session
+    from harness.proxy import Proxy
+
+    return Proxy.attach(session.require_session())
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from harness import session
+    from harness.procs import is_alive
+
+    s = session.read_session()
+    if s is None:
+        print("no session is running (`kueue-harness up` starts one)")
+        return 1
+    print(f"session: supervisor pid {s['supervisor']['pid']}, Kueue {s['kueue_version']}, started {s['started']}")
+    try:
+        procs = json.loads((Path(s["state"]) / "processes.json").read_text())["procs"]
+    except (OSError, ValueError):
+        procs = []
+    for r in procs:
+        print(f"  {r['name']:<24} pid {r['pid']:<8} {'running' if is_alive(r['pid'], r.get('start')) else 'EXITED'}")
+    st = _attach().state()
+    print(f"  rules loaded: {len(st['rules'])}, holds: {len(st['holds'])}, proxy events: {st['events']}")
+    print(f"  KUBECONFIG={s['admin_kubeconfig']}")
+    return 0
+
+
+def _cmd_holds(args: argparse.Namespace) -> int:
+    st = _attach().state()
+    if args.json:
+        print(json.dumps(st["holds"], indent=1))
+        return 0
+    if not st["holds"]:
+        print("nothing is held")
+        return 0
+    print(f"{'id':<6} {'age s':>7}  {'stage':<8} {'rule':<22} what")
+    for h in st["holds"]:
+        print(f"{h['id']:<6} {h['age']:>7.1f}  {h['stage']:<8} {h['rule']:<22} {h['label']}")
+    return 0
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    proxy = _attach()
+    if args.all:
+        ids = proxy.release_all(why="kueue-harness release --all")
+        print(f"released: {', '.join(ids) or 'nothing was held'}")
+        return 0
+    if not args.id:
+        raise HarnessError("say which hold to release (`kueue-harness holds` lists them), or use --all")
+    proxy.release(args.id, why="kueue-harness release")
+    print(f"released {args.id}")
+    return 0
+
+
+def _cmd_fail(args: argparse.Namespace) -> int:
+    proxy = _attach()
+    proxy.fail(args.id, status=args.status, reason=args.reason, message=args.message)
+    print(f"failed {args.id} with {args.status} {args.reason}")
+    return 0
+
+
+def _cmd_plan_load(args: argparse.Namespace) -> int:
+    from harness.plans import load_plan
+
+    plan = load_plan(args.file, namespace=args.namespace)
+    try:
+        _attach().load_plan(plan)
+    except HarnessError as e:
+        raise HarnessError(f"{e}. Nothing of plan {plan.name} was loaded; `kueue-harness plan clear` removes "
+                           "the rules loaded before") from None
+    print(f"plan {plan.name} loaded: {', '.join(r.id for r in plan.rules)}")
+    return 0
+
+
+def _cmd_plan_clear(args: argparse.Namespace) -> int:
+    proxy = _attach()
+    ids = [r["rule"]["id"] for r in proxy.state()["rules"]]
+    for rid in ids:
+        proxy.remove_rule(rid)
+    print(f"removed rules: {', '.join(ids) or 'none were loaded'} (held flows stay held: `kueue-harness release --all`)")
+    return 0
+
+
+def _cmd_logs(args: argparse.Namespace) -> int:
+    from harness import kueue_log, session
+
+    s = session.read_session()
+    path = Path(args.file) if args.file else Path(s["kueue_log"]) if s else None
+    if path is None:
+        raise HarnessError("no session is running; pass --file artifacts/<run>/env/kueue.log to read a saved log")
+    shown = 0
+    for line in kueue_log.lines(path):
+        if args.grep and args.grep not in line.get("msg", ""):
+            continue
+        if args.workload and not any(kueue_log.mentions(line, k) for k in (args.workload,)) and \
+                not any(isinstance(v, dict) and v.get("name") == args.workload for v in line.values()):
+            continue
+        if args.level and line.get("level") != args.level:
+            continue
+        shown += 1
+        extra = {k: v for k, v in line.items() if k not in ("ts", "level", "msg", "caller", "logger")}
+        print(f"{line.get('ts', '')} {line.get('level', ''):<9} {line.get('logger', ''):<12} {line.get('msg', '')} "
+              f"{json.dumps(extra, default=str) if extra else ''}")
+    if shown == 0:
+        print(f"no matching lines in {path}", file=sys.stderr)
+    return 0
+
+
+def _cmd_down(args: argparse.Namespace) -> int:
+    from harness import session
+
+    print("session stopped" if session.stop() else "no session was running")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from harness import report
+
+    return report.cli(args.bundle, args.out, args.liveness_bound)
+
+
 def _cmd_versions(args: argparse.Namespace) -> int:
     print(f"kube-apiserver / kube-controller-manager  {versions.KUBERNETES_VERSION}")
     print(f"etcd                                      {versions.ETCD_VERSION}")
@@ -80,6 +226,55 @@ def main(argv: list[str] | None = None) -> int:
     b.set_defaults(func=_cmd_build)
     v = sub.add_parser("versions", help="pinned component versions and the Kueue versions a known bug affects")
     v.set_defaults(func=_cmd_versions)
+    u = sub.add_parser("up", help="start a local environment + proxy and leave it running (manual sessions)")
+    u.add_argument("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
+                   help=f"Kueue version (served: {', '.join(versions.KUEUE_RELEASES)})")
+    u.add_argument("--plan", help="a fault plan to load at start (a file, or a shipped name: stuck-preemption, "
+                                  "quota-oversubscription)")
+    u.add_argument("--ui", action="store_true", help="run mitmweb (UI on loopback) instead of mitmdump")
+    u.add_argument("--intercept", help="with --ui: a mitmproxy filter whose flows the UI pauses, "
+                                       "e.g. '~q & ~m PATCH & ~u /workloads/[^/]+/status\\b' (~u sees the query string, "
+                                       "so not 'status$'); or by the addon's label: '~comment ^admission'")
+    u.add_argument("--artifacts-dir", help="where the session's logs and events go")
+    u.set_defaults(func=_cmd_up)
+    st = sub.add_parser("status", help="is a session running; its processes, rules and holds")
+    st.set_defaults(func=_cmd_status)
+    h = sub.add_parser("holds", help="requests and responses the proxy holds now")
+    h.add_argument("--json", action="store_true")
+    h.set_defaults(func=_cmd_holds)
+    rl = sub.add_parser("release", help="let a held request or response go on")
+    rl.add_argument("id", nargs="?", help="hold id from `kueue-harness holds` (h1, h2, ...)")
+    rl.add_argument("--all", action="store_true", help="release every hold")
+    rl.set_defaults(func=_cmd_release)
+    f = sub.add_parser("fail", help="answer a held request with an error instead")
+    f.add_argument("id", help="hold id from `kueue-harness holds`")
+    f.add_argument("--status", type=int, default=409, help="HTTP status (default 409)")
+    f.add_argument("--reason", default="Conflict", help="Status reason (default Conflict)")
+    f.add_argument("--message", default="injected by kueue-harness", help="Status message")
+    f.set_defaults(func=_cmd_fail)
+    pl = sub.add_parser("plan", help="fault plans")
+    plsub = pl.add_subparsers(dest="plan_cmd", required=True)
+    pll = plsub.add_parser("load", help="validate a plan and load it into the running proxy (all or nothing)")
+    pll.add_argument("file", help="plan file, or a shipped name (stuck-preemption, quota-oversubscription)")
+    pll.add_argument("--namespace", help="act only on this namespace (rules that name none)")
+    pll.set_defaults(func=_cmd_plan_load)
+    plc = plsub.add_parser("clear", help="remove every loaded rule (held flows stay held until released)")
+    plc.set_defaults(func=_cmd_plan_clear)
+    lg = sub.add_parser("logs", help="Kueue's log of the running session (or --file), filtered")
+    lg.add_argument("--grep", help="only messages containing this text")
+    lg.add_argument("--workload", help="only lines about this Workload (name or ns/name)")
+    lg.add_argument("--level", help="only this level (info, error, Level(-3) ...)")
+    lg.add_argument("--file", help="a saved kueue.log instead of the session's")
+    lg.set_defaults(func=_cmd_logs)
+    d = sub.add_parser("down", help="stop the running session (does nothing if none runs)")
+    d.set_defaults(func=_cmd_down)
+    rp = sub.add_parser("report", help="re-check a case's evidence bundle offline and re-render its report.md "
+                                       "(exit 0 when the verdict agrees with the run's)")
+    rp.add_argument("bundle", help="a bundle folder (artifacts/<run>/cases/<case>) or its .tar.gz")
+    rp.add_argument("--out", help="where report.md goes (default: the folder; for an archive <archive>.recheck/)")
+    rp.add_argument("--liveness-bound", type=float, default=15.0,
+                    help="seconds a preempting Workload may take to get quota (default 15, as the seed case)")
+    rp.set_defaults(func=_cmd_report)
     args = p.parse_args(argv)
     try:
         return args.func(args)

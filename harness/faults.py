@@ -157,6 +157,10 @@ class Trigger:
         t = cls(**d)
         if bool(t.rule) == bool(t.delivered):
             raise RuleError(f"{where}: give exactly one of `rule` (with `state`) or `delivered`")
+        if not isinstance(t.rule or t.delivered, str):
+            raise RuleError(f"{where}: `{'rule' if t.rule else 'delivered'}` must be a rule id (a string)")
+        if t.delivered and (t.state != "answered" or t.status is not None):
+            raise RuleError(f"{where}: `delivered` takes no `state` or `status` (it waits for an answered 200)")
         if t.state not in TRIGGER_STATES:
             raise RuleError(f"{where}: state {t.state!r} is not one of {', '.join(TRIGGER_STATES)}")
         if t.status is not None and (isinstance(t.status, bool) or not isinstance(t.status, int)):
@@ -234,12 +238,20 @@ class Rule:
         _check_keys(d, set(cls.__dataclass_fields__), f"rule {d.get('id', '?')}")
         if not d.get("id"):
             raise RuleError("rule: `id` is required")
+        if not isinstance(d["id"], str):
+            raise RuleError(f"rule {d['id']!r}: id must be a string")
         d = dict(d)
         match = d.get("match") or {}
         if not isinstance(match, dict):
             raise RuleError(f"rule {d['id']}: match: expected an object, got {type(match).__name__}")
-        d["match"] = Match.from_dict(dict(match))
+        try:
+            d["match"] = Match.from_dict(dict(match))
+        except RuleError as e:
+            raise RuleError(f"rule {d['id']}: {e}") from None
         if d.get("action") == "hold_response":  # plan sugar
+            if d.get("stage", "response") != "response":
+                raise RuleError(f"rule {d['id']}: stage {d['stage']!r} conflicts with action hold_response "
+                                "(a hold at stage response)")
             d["action"], d["stage"] = "hold", "response"
         if d.get("release") is not None:
             d["release"] = Release.from_dict(d["release"], d["id"])
@@ -257,10 +269,16 @@ class Rule:
             raise RuleError(f"rule {r.id}: times must be >= 1 or null")
         if not 100 <= r.status <= 599:
             raise RuleError(f"rule {r.id}: status {r.status} is not an HTTP status")
-        if r.delay < 0 or r.max_hold <= 0:
-            raise RuleError(f"rule {r.id}: delay must be >= 0 and max_hold > 0")
+        if r.delay < 0:
+            raise RuleError(f"rule {r.id}: delay must be >= 0, got {r.delay}")
+        if r.max_hold <= 0:
+            raise RuleError(f"rule {r.id}: max_hold must be > 0, got {r.max_hold}")
         if r.release is not None and r.action != "hold":
             raise RuleError(f"rule {r.id}: `release` applies to action hold only, not {r.action}")
+        if r.action in ("observe", "drop_watch_events") and r.stage != "request":
+            # The proxy consults these at the request stage only; anything else would never act.
+            raise RuleError(f"rule {r.id}: stage {r.stage!r} does not apply to action {r.action} "
+                            "(observe records the whole flow; leave `stage` out)")
         if r.action == "drop_watch_events" and (r.match.write or r.match.method or r.match.path_regex):
             raise RuleError(f"rule {r.id}: drop_watch_events matches watch events by name/namespace only")
         return r
@@ -293,6 +311,19 @@ def validate_rule_set(rules: list[Rule], loaded: set[str] = frozenset()) -> None
         for ref in sorted(r.refs()):
             if ref not in known:
                 raise RuleError(f"rule {r.id}: release trigger names unknown rule {ref!r}")
+    # Triggers that can never hold (the hold would only end by its timeout), for rules in this set.
+    by_id = {r.id: r for r in rules}
+    for r in rules:
+        for i, t in enumerate(r.release.after if r.release else ()):
+            target = by_id.get(t.rule or "")
+            if target is None:
+                continue
+            if t.state in ("held", "released") and target.action != "hold":
+                raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but {t.rule} "
+                                f"(action {target.action}) never holds a flow")
+            if t.state == "held" and t.status is not None and target.stage != "response":
+                raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} held with status "
+                                f"{t.status}, but {t.rule} holds requests (stage request), which have no status")
     # A hold waiting for X to be released or answered (or delivered) needs X's own hold to end first;
     # waiting for X to be "held" does not, so such triggers make no edge (scenario 1 needs exactly that:
     # the admission waits for the eviction to be held, the eviction's answer for the admission).

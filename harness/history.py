@@ -48,7 +48,8 @@ class History:
             key = f"{e.get('namespace')}/{e.get('name')}"
             w = e.get("write") if isinstance(e.get("write"), dict) else {}
             wkey = f"{w.get('namespace')}/{w.get('name')}" if w else None
-            if e["event"] in ("held", "released", "failed", "hold_expired", "delayed", "rule_added") \
+            if e["event"] in ("held", "released", "failed", "hold_expired", "hold_timeout", "delayed", "reset",
+                              "rule_added") \
                     or key in workload_keys or wkey in workload_keys:
                 merged.append(e)
         if kueue_log_path is not None:

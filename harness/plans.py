@@ -61,9 +61,14 @@ def _check_mapping(source: str, node: yaml.Node, allowed: set[str], what: str) -
     if not isinstance(node, yaml.MappingNode):
         raise _err(source, node, f"{what}: expected a mapping")
     keys = _keys(node)
-    for k, (knode, _) in keys.items():
+    seen: set[str] = set()
+    for knode, _ in node.value:
+        k = knode.value if isinstance(knode, yaml.ScalarNode) else None
         if k not in allowed:
             raise _err(source, knode, f"{what}: unknown key {k!r}; allowed: {', '.join(sorted(allowed))}")
+        if k in seen:
+            raise _err(source, knode, f"{what}: key {k!r} given twice")
+        seen.add(k)
     return keys
 
 
@@ -82,8 +87,28 @@ def _check_rule_nodes(source: str, node: yaml.Node, index: int) -> dict[str, tup
     return keys
 
 
+def _triggers(keys: dict[str, tuple[yaml.Node, yaml.Node]]) -> list[yaml.Node]:
+    """A rule's `release.after` trigger nodes (already checked to be a list of mappings)."""
+    rel = keys.get("release", (None, None))[1]
+    after = _keys(rel).get("after", (None, None))[1] if isinstance(rel, yaml.MappingNode) else None
+    return list(after.value) if isinstance(after, yaml.SequenceNode) else []
+
+
+def _trigger_naming(keys: dict[str, tuple[yaml.Node, yaml.Node]], ref: str) -> yaml.Node | None:
+    """The first trigger node of a rule whose `rule` or `delivered` is `ref`."""
+    for t in _triggers(keys):
+        if isinstance(t, yaml.MappingNode) and any(
+                k in ("rule", "delivered") and v.value == ref for k, (_, v) in _keys(t).items()):
+            return t
+    return None
+
+
 def _field_node(keys: dict[str, tuple[yaml.Node, yaml.Node]], message: str, rule_node: yaml.Node) -> yaml.Node:
     """The node a RuleError message is about ("match.path_regex: …" -> that value), else the rule."""
+    message = re.sub(r"^rule [^:]*: ", "", message)  # the rule's id may contain a key's name
+    m = re.search(r"\brelease\.after\[(\d+)\]", message)
+    if m and int(m.group(1)) < len(_triggers(keys)):
+        return _triggers(keys)[int(m.group(1))]
     m = re.search(r"\b(match|release)\.([a-z_]+)", message)
     if m and m.group(1) in keys:
         sub = keys[m.group(1)][1]
@@ -92,9 +117,12 @@ def _field_node(keys: dict[str, tuple[yaml.Node, yaml.Node]], message: str, rule
             if m.group(2) in inner:
                 return inner[m.group(2)][1]
         return sub
+    lead = re.match(r"`?([a-z_]+)`?\b", message)  # "times must be …", "`release` applies to …"
+    if lead and lead.group(1) in keys:
+        return keys[lead.group(1)][0]
     for k in keys:
         if re.search(rf"\b{k}\b", message):
-            return keys[k][1]
+            return keys[k][0]
     return rule_node
 
 
@@ -109,13 +137,16 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 1
-        raise PlanError(f"{source}:{line}: not valid YAML: {e.problem or e}") from None
+        context = (f" ({e.context} that started on line {e.context_mark.line + 1})"
+                   if e.context and e.context_mark and e.problem_mark else "")
+        raise PlanError(f"{source}:{line}: not valid YAML: {e.problem or e}{context}") from None
     if root is None:
         raise PlanError(f"{source}:1: empty plan; expected apiVersion, kind, name and rules")
     top = _check_mapping(source, root, _TOP_KEYS, "plan")
     data = yaml.safe_load(text)
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
-        node = top.get("apiVersion", top.get("kind", (None, root)))[1]
+        wrong = "apiVersion" if data.get("apiVersion") != API_VERSION else "kind"
+        node = top.get(wrong, (None, root))[1]
         raise _err(source, node, f"expected apiVersion: {API_VERSION} and kind: {KIND}")
     if "rules" not in top or not isinstance(top["rules"][1], yaml.SequenceNode) or not top["rules"][1].value:
         raise _err(source, top.get("rules", (None, root))[1], "`rules` must be a non-empty list")
@@ -142,10 +173,26 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         validate_rule_set(rules)
     except RuleError as e:
         msg = str(e)
-        culprit = next((rid for rid in nodes if re.search(rf"\b{re.escape(rid)}\b", msg)), None)
-        node = nodes[culprit][0] if culprit else root
-        if culprit and "release" in nodes[culprit][1]:
-            node = nodes[culprit][1]["release"][1]
+        # Messages name rules exactly: "rule X: …" or "… form a cycle: A -> B -> A".
+        named = re.match(r"rule (.+?): ", msg)
+        cycle = re.search(r"form a cycle: (.+)$", msg)
+        in_msg = [named.group(1)] if named else cycle.group(1).split(" -> ") if cycle else []
+        culprit = next((rid for rid in nodes if rid in in_msg), None)
+        node: yaml.Node | None = root
+        if culprit:
+            rnode, keys = nodes[culprit]
+            unknown = re.search(r"names unknown rule '(.+)'$", msg)
+            index = re.search(r"\brelease\.after\[(\d+)\]", msg)
+            if index and int(index.group(1)) < len(_triggers(keys)):
+                node = _triggers(keys)[int(index.group(1))]
+            elif "already loaded" in msg and "id" in keys:
+                node = keys["id"][1]
+            elif unknown:
+                node = _trigger_naming(keys, unknown.group(1)) or rnode
+            elif cycle:
+                node = _trigger_naming(keys, in_msg[in_msg.index(culprit) + 1]) or rnode
+            else:
+                node = rnode
         raise _err(source, node, msg) from None
     return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
                 tuple(rules), source, lines)

@@ -24,16 +24,18 @@ from harness.procs import ProcessGroup
 from harness.waiting import WaitTimeout, wait_for
 
 ADDON = Path(__file__).resolve().parent.parent / "proxy_addons" / "kueue_faults.py"
+#: mitmweb flow-list columns in `--ui` mode: its defaults plus "comment" (the addon's classification label).
+WEB_COLUMNS = ("tls", "icon", "path", "comment", "method", "status", "size", "time")
 
 
-def _mitmdump() -> str:
-    # The mitmdump of the interpreter running the harness (the project's venv), else PATH.
-    local = Path(sys.executable).parent / "mitmdump"
+def _mitm_tool(name: str = "mitmdump") -> str:
+    # The mitmdump/mitmweb of the interpreter running the harness (the project's venv), else PATH.
+    local = Path(sys.executable).parent / name
     if local.exists():
         return str(local)
-    found = shutil.which("mitmdump")
+    found = shutil.which(name)
     if not found:
-        raise ProxyError("mitmdump is not installed: `pip install 'mitmproxy>=11.0.2,<11.1'` (see README).")
+        raise ProxyError(f"{name} is not installed: `pip install 'mitmproxy>=11.0.2,<11.1'` (see README).")
     return found
 
 
@@ -92,13 +94,26 @@ class Proxy:
         self.procs = procs
         self.say = say
         self._events: list[dict[str, Any]] = []
+        self.web_url: str | None = None
         self._next = 0
 
     @classmethod
-    def start(cls, upstream: str, upstream_ca: Path, state: Path, artifacts: Path, procs: ProcessGroup,
-              port: int, control_port: int, say: Callable[[str], None]) -> "Proxy":
-        """Start mitmdump in reverse mode on 127.0.0.1:`port` towards `upstream`, verifying its certificate
-        against `upstream_ca`. Raises EnvironmentNotReady with mitmdump's log tail if it does not come up."""
+    def start(cls, upstream: str, upstream_ca: Path | None, state: Path, artifacts: Path, procs: ProcessGroup,
+              port: int, control_port: int, say: Callable[[str], None],
+              listen_host: str = "127.0.0.1", web_port: int | None = None,
+              intercept: str | None = None) -> "Proxy":
+        """Start mitmdump in reverse mode on `listen_host`:`port` towards `upstream`, verifying its certificate
+        against `upstream_ca` (None: the system's trust store). Raises EnvironmentNotReady with mitmdump's log
+        tail if it does not come up.
+
+        `listen_host` is where Kueue reaches the proxy: 127.0.0.1 for the local target, a bridge address (the
+        kind network's gateway) when Kueue runs in a cluster. The control channel stays on 127.0.0.1 always
+        (the addon binds it there).
+
+        `web_port`: run mitmweb instead of mitmdump, its UI on 127.0.0.1:`web_port` (mitmweb 11 has no
+        login on its UI, so it stays on loopback); `intercept`: a mitmproxy filter expression whose flows
+        the UI pauses for a person to resume (e.g. `~q & ~m PATCH & ~u /workloads/[^/]+/status\\b`; not
+        `status$`: mitmproxy's `~u` sees the query string, and Kueue's patches carry `?fieldManager=…`)."""
         confdir = state / "mitmproxy"
         confdir.mkdir(mode=0o700, exist_ok=True)
         token = secrets.token_urlsafe(24)
@@ -108,19 +123,31 @@ class Proxy:
         procs.start(
             "proxy",
             [
-                _mitmdump(), "-q", "--mode", f"reverse:{upstream}@{port}", "--listen-host", "127.0.0.1",
+                *([_mitm_tool("mitmweb"), "--set", "web_host=127.0.0.1", "--set", f"web_port={web_port}",
+                   "--set", "web_open_browser=false",
+                   # The flow list shows each flow's comment, where the addon writes its label
+                   # ("admission demo/job-job1-x (kueue-admission, loose)"); mitmweb hides it by default.
+                   *[a for c in WEB_COLUMNS for a in ("--set", f"web_columns={c}")]]
+                  if web_port else [_mitm_tool("mitmdump")]),
+                *(["--set", f"intercept={intercept}"] if intercept else []),
+                "-q", "--mode", f"reverse:{upstream}@{port}", "--listen-host", listen_host,
                 "-s", str(ADDON),
                 "--set", f"confdir={confdir}",
-                "--set", f"ssl_verify_upstream_trusted_ca={upstream_ca}",
+                *(["--set", f"ssl_verify_upstream_trusted_ca={upstream_ca}"] if upstream_ca else []),
                 "--set", "connection_strategy=eager",
                 "--set", f"kh_control_port={control_port}",
                 "--set", f"kh_token_file={state / 'control.token'}",
                 "--set", f"kh_events={events}",
+                # Every completed flow, Authorization redacted, flushed per flow (harness/report.py cuts
+                # each case's flows out of it for its bundle).
+                "--set", f"kh_flows={artifacts / 'flows.mitm'}",
             ],
             log,
         )
-        p = cls(f"https://127.0.0.1:{port}", confdir / "mitmproxy-ca-cert.pem", control_port, token, events,
+        url_host = f"[{listen_host}]" if ":" in listen_host else listen_host
+        p = cls(f"https://{url_host}:{port}", confdir / "mitmproxy-ca-cert.pem", control_port, token, events,
                 procs, say)
+        p.web_url = f"http://127.0.0.1:{web_port}/" if web_port else None
 
         def up() -> bool:
             if not procs.alive("proxy"):
@@ -129,9 +156,22 @@ class Proxy:
             return p.ca_file.exists() and bool(p.state())
 
         try:
-            wait_for(up, timeout=30, what="the proxy's control channel")
+            wait_for(up, timeout=30, what="the proxy's control channel", fatal=(EnvironmentNotReady,))
         except WaitTimeout as e:
             raise EnvironmentNotReady(f"{e}. mitmdump log: {log}") from None
+        return p
+
+    @classmethod
+    def attach(cls, session: dict[str, Any]) -> "Proxy":
+        """A control-only handle on the proxy of a running `kueue-harness up` session (harness.session)."""
+        try:
+            token = Path(session["control_token_file"]).read_text().strip()
+        except OSError as e:
+            raise ProxyError(f"cannot read the session's control token ({e}); is the session yours?") from None
+        p = cls(session["proxy_url"], Path(session["state"]) / "mitmproxy" / "mitmproxy-ca-cert.pem",
+                session["control_port"], token, Path(session["artifacts"]) / "env" / "proxy-events.jsonl",
+                None, lambda s: None)  # type: ignore[arg-type]
+        p.web_url = session.get("web_url")
         return p
 
     # ---- control channel -------------------------------------------------------------------------

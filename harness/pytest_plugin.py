@@ -12,6 +12,7 @@ import json
 import os
 import re
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="leave the environment running after the session (prints how to reach it)")
     g.addoption("--repeat", type=int, default=1,
                 help="run every case N times in the same environment (determinism measurements)")
+    # Targets other than local: harness/env/incluster.py, harness/env/kind.py, docs/kind.md.
+    g.addoption("--target", choices=("local", "kind", "kubeconfig"), default=os.environ.get("KUEUE_HARNESS_TARGET", "local"),
+                help="where Kueue runs (env KUEUE_HARNESS_TARGET): local processes (default), a kind cluster from "
+                     "Kueue's release manifests, or the cluster of --kubeconfig where Kueue is installed")
+    g.addoption("--kind-cluster", default=os.environ.get("KUEUE_HARNESS_KIND_CLUSTER", "kueue-harness"),
+                help="kind cluster to reuse, or to create (and delete afterwards unless --keep-env)")
+    g.addoption("--kind-image", default=os.environ.get("KUEUE_HARNESS_KIND_IMAGE"),
+                help="node image for a kind cluster created here (default: the kind release's own)")
+    g.addoption("--kueue-manifests", default=os.environ.get("KUEUE_HARNESS_KUEUE_MANIFESTS"),
+                help="kind target: URL or file of Kueue's manifests (default: the GitHub release of --kueue-version)")
+    g.addoption("--kubeconfig", dest="kh_kubeconfig", default=os.environ.get("KUEUE_HARNESS_KUBECONFIG"),
+                help="kubeconfig target: admin kubeconfig of the cluster (default $KUBECONFIG, ~/.kube/config)")
+    g.addoption("--kube-context", default=os.environ.get("KUEUE_HARNESS_KUBE_CONTEXT"),
+                help="kubeconfig target: context to use (default: the current context)")
+    g.addoption("--proxy-listen-host", default=os.environ.get("KUEUE_HARNESS_PROXY_LISTEN_HOST"),
+                help="kind/kubeconfig: address of this machine the proxy listens on, reachable from Pods "
+                     "(kind default: the gateway of the kind network)")
+    g.addoption("--proxy-server-host", default=os.environ.get("KUEUE_HARNESS_PROXY_SERVER_HOST"),
+                help="kind/kubeconfig: address Pods use to reach the proxy, if not --proxy-listen-host")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,7 +77,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.kueue_version = version
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     base = config.getoption("--artifacts-dir")
-    config._kh_artifacts = Path(base) if base else Path("artifacts") / run_id  # type: ignore[attr-defined]
+    art = Path(base) if base else Path("artifacts") / run_id
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        # pytest -n N: each worker has its own environment, ports and evidence folder.
+        art = art / worker
+    config._kh_artifacts = art  # type: ignore[attr-defined]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -102,14 +127,23 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture(scope="session")
 def kueue_env(request: pytest.FixtureRequest, kueue_version: str, artifacts_dir: Path):
-    """The local environment (etcd, kube-apiserver, kube-controller-manager, proxy, Kueue), started once
-    per session (expensive: builds binaries on first use). Stopped at the end unless --keep-env."""
-    from harness.env.local import LocalEnvironment
+    """The session's environment, started once per session: `--target local` (etcd, kube-apiserver,
+    kube-controller-manager, proxy, Kueue as processes; builds binaries on first use), `kind` or
+    `kubeconfig` (Kueue in a cluster, routed through the proxy). Stopped at the end unless --keep-env."""
+    target = request.config.getoption("--target")
+    if target == "local":
+        from harness.env.local import LocalEnvironment
 
-    env = LocalEnvironment.start(kueue_version, artifacts=artifacts_dir / "env")
+        env = LocalEnvironment.start(kueue_version, artifacts=artifacts_dir / "env")
+    else:
+        from harness.env.incluster import start_target
+
+        env = start_target(target, request.config.getoption, kueue_version, artifacts_dir / "env")
     request.config._kh_env = env  # type: ignore[attr-defined]
     yield env
-    if request.config.getoption("--keep-env"):
+    # In a cluster the routing is always undone (the proxy ends with the session); --keep-env keeps a
+    # kind cluster created here.
+    if request.config.getoption("--keep-env") and target == "local":
         print(f"\nenvironment kept: KUBECONFIG={env.admin_kubeconfig}; stop with `kueue-harness down`")
     else:
         env.stop()
@@ -133,6 +167,14 @@ class CaseContext:
     cluster: Cluster
     history: History
     workload_keys: set[str] = field(default_factory=set)
+    #: Kueue restarts the case causes itself (process faults); any other restart makes the verdict "error".
+    expected_kueue_restarts: int = 0
+
+    def restart_kueue(self, kill: bool = False) -> None:
+        """Process fault: restart Kueue (SIGKILL with `kill`), recorded in the history."""
+        self.record("kueue_restart", kill=kill)
+        self.expected_kueue_restarts += 1
+        self.env.restart_kueue(kill=kill)
 
     @property
     def proxy(self):
@@ -161,6 +203,7 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     request.node._kh_case = ctx  # type: ignore[attr-defined]
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns)
+    kueue_starts = kueue_env.kueue_starts()
     yield ctx
     proxy = kueue_env.proxy
     problems: list[str] = []
@@ -174,15 +217,57 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
         if expired:
             problems.append(f"{len(expired)} hold(s) reached their max_hold and were released by the proxy: "
                             + ", ".join(e.get("label", "?") for e in expired))
+        dropped = _unexplained_proxy_failures(proxy.events(), ctx.history.started)
+        if dropped:
+            problems.append(f"the proxy failed {len(dropped)} request(s) it was not told to: "
+                            + "; ".join(f"flow {e.get('flow')}: {e.get('error')}" for e in dropped[:3]))
     ctx.record("case_finished")
     ctx.history.finalize(proxy.events() if proxy else [], kueue_env.kueue_log, ctx.workload_keys)
     _dump_objects(ctx)
-    if not kueue_env.kueue_alive():
+    if not kueue_env.kueue_alive() or kueue_env.kueue_starts() != kueue_starts + ctx.expected_kueue_restarts:
         tail = "\n".join(kueue_log.last_lines(kueue_env.kueue_log, 10))
-        problems.append(f"Kueue exited during the case, so its verdict means nothing. Last log lines:\n{tail}")
+        what = "exited" if not kueue_env.kueue_alive() else "was restarted"
+        problems.append(f"Kueue {what} during the case without the case asking for it, so its verdict means "
+                        f"nothing. Last log lines:\n{tail}")
+        if not kueue_env.kueue_alive() and hasattr(kueue_env, "restart_kueue"):
+            kueue_env.restart_kueue()  # later cases get a working Kueue again
+    _write_bundle(request, ctx, kueue_env, problems)
     if problems:
         # An error in teardown turns the case's verdict into "error", whatever the call phase said.
         raise HarnessError("; ".join(problems))
+
+
+#: Flow errors that are the client's doing, not the proxy's: client-go cancels watches and requests.
+_CLIENT_SIDE_ERRORS = ("by client", "client disconnected", "Client disconnected", "peer closed connection")
+
+
+def _unexplained_proxy_failures(events: list[dict[str, Any]], since: float) -> list[dict[str, Any]]:
+    """flow_error events since `since` that no rule caused and the client did not cause (a "reset" rule
+    kills flows on purpose; a cancelled watch is client-go's normal behaviour)."""
+    reset_flows = {e.get("flow") for e in events if e["event"] == "reset"}
+    return [e for e in events if e["event"] == "flow_error" and e.get("ts", 0) >= since
+            and e.get("flow") not in reset_flows and not any(m in str(e.get("error")) for m in _CLIENT_SIDE_ERRORS)]
+
+
+def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, problems: list[str]) -> None:
+    """The case's evidence bundle (harness/report.py): report.md, logs, flows, <case>.tar.gz. Best effort:
+    a bundle that cannot be written is a warning and `bundle_error` in summary.json, never a verdict."""
+    from harness import report
+
+    entry = request.config.stash[_VERDICTS_KEY].get(request.node.nodeid, {})
+    outcome = {**entry, "message": getattr(request.node, "_kh_message", ""),
+               "target": request.config.getoption("--target", "local")}
+    if problems:
+        outcome.update(verdict="error", detail="; ".join(problems))
+    m = request.node.get_closest_marker("kueue_bug")
+    if m is not None and m.args and m.args[0] in versions.KNOWN_BUGS:
+        bug = versions.KNOWN_BUGS[m.args[0]]
+        outcome["bug"] = {"issue": bug.issue, "summary": bug.summary, "affected": list(bug.affected)}
+    try:
+        entry["bundle"] = str(report.write_case_bundle(ctx, env, outcome))
+    except Exception as e:  # noqa: BLE001 - evidence must not change the verdict
+        entry["bundle_error"] = f"{type(e).__name__}: {e}"
+        warnings.warn(f"kueue-harness: no evidence bundle for {request.node.nodeid}: {entry['bundle_error']}")
 
 
 def _dump_objects(ctx: CaseContext) -> None:
@@ -224,6 +309,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         entry["evidence"] = str(ctx.dir)
     if rep.when == "call":
         exc = call.excinfo
+        item._kh_message = str(exc.value) if exc is not None else ""  # type: ignore[attr-defined]
         if exc is None:
             entry["verdict"], entry["detail"] = "passed", "invariant held"
         elif exc.errisinstance(InvariantViolation):
@@ -246,8 +332,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     env = getattr(session.config, "_kh_env", None)
     summary = {
         "kueue_version": session.config.option.kueue_version,
-        "kubernetes_version": versions.KUBERNETES_VERSION,
-        "target": "local",
+        "kubernetes_version": getattr(env, "kubernetes_version", "") or (
+            versions.KUBERNETES_VERSION if session.config.getoption("--target") == "local" else None),
+        "target": session.config.getoption("--target"),
         "environment_ready_seconds": round(env.started.get("ready_seconds", 0), 2) if env else None,
         "cases": list(verdicts.values()),
     }
@@ -267,3 +354,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
                       f"{v['seconds']:>7.1f}  {v['detail'][:90]}")
     art = config._kh_artifacts  # type: ignore[attr-defined]
     tr.write_line(f"evidence: {art}/ (summary.json, env/kueue.log, env/proxy-events.jsonl, cases/<case>/history.jsonl)")
+    for v in verdicts.values():
+        if v.get("bundle"):
+            tr.write_line(f"  bundle {v['case'].split('::')[-1]}: {Path(v['bundle']).with_suffix('').with_suffix('')}/report.md "
+                          f"(+ {Path(v['bundle']).name})")
+        elif v.get("bundle_error"):
+            tr.write_line(f"  bundle {v['case'].split('::')[-1]}: not written ({v['bundle_error'][:80]})")

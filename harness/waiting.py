@@ -17,11 +17,12 @@ class WaitTimeout(Exception):
 
 def wait_for(
     probe: Callable[[], T], *, timeout: float, what: str, interval: float = 0.1,
-    describe: Callable[[], Any] | None = None,
+    describe: Callable[[], Any] | None = None, fatal: tuple[type[BaseException], ...] = (),
 ) -> T:
     """Call `probe()` every `interval` seconds until it returns a truthy value; return that value.
 
-    `timeout` in seconds. Exceptions from the probe count as "not yet" and are reported if it times out.
+    `timeout` in seconds. Exceptions from the probe count as "not yet" and are reported if it times out,
+    except those of the `fatal` types, which end the wait at once (a component that exited).
     Raises WaitTimeout naming `what`, the bound, and `describe()` (or the last probe result/error).
     """
     last: dict[str, Any] = {}
@@ -31,6 +32,8 @@ def wait_for(
             v = probe()
             last["value"] = v
             return v
+        except fatal:
+            raise
         except Exception as e:  # noqa: BLE001 - reported in the timeout message
             last["value"] = f"{type(e).__name__}: {e}"
             return None

@@ -12,6 +12,7 @@ import asyncio
 import fnmatch
 import itertools
 import json
+import logging
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,11 +71,48 @@ class EventLog:
             self._fh = None
 
 
+class FlowFile:
+    """Completed flows as a .mitm file (`mitmweb -r` opens it), flushed per flow, each a copy with its
+    credentials redacted (harness.redact) and the addon's flow number and label in its metadata."""
+
+    def __init__(self) -> None:
+        self._fh = None
+        self._writer = None
+        self._redactor = None
+
+    def open(self, path: str) -> None:
+        from mitmproxy import io as mio
+
+        from harness.redact import Redactor
+
+        self.close()
+        if path:
+            self._fh = open(path, "ab")
+            self._writer, self._redactor = mio.FlowWriter(self._fh), Redactor()
+
+    def save(self, flow: http.HTTPFlow, seq: int | None, label: str | None) -> None:
+        if self._writer is None:
+            return
+        try:
+            copy = self._redactor.flow(flow)
+            copy.metadata.update({"kh_flow": seq, "kh_label": label})
+            self._writer.add(copy)
+            self._fh.flush()
+        except Exception as e:  # noqa: BLE001 - evidence only: never let saving break the traffic
+            logging.getLogger(__name__).warning("kh_flows: could not save flow %s: %s", seq, e)
+
+    def close(self) -> None:
+        if self._fh:
+            self._fh.close()
+        self._fh = self._writer = None
+
+
 class KueueFaults:
     def __init__(self) -> None:
         self.rules = RuleBook()
         self.holds: dict[str, Hold] = {}
         self.log = EventLog()
+        self.flows_file = FlowFile()
         self.delivered: dict[str, dict[str, Any]] = {}  # "ns/name" -> last watch event delivered
         self.delivered_rv: dict[str, int] = {}  # "ns/name" -> highest resourceVersion delivered
         self.rule_flows: dict[str, list[FlowRecord]] = {}  # rule id -> flows it caught (for triggers)
@@ -93,10 +131,14 @@ class KueueFaults:
         loader.add_option("kh_control_port", int, 0, "Loopback port of the control channel (0: off).")
         loader.add_option("kh_token_file", str, "", "File holding the control channel's bearer token.")
         loader.add_option("kh_events", str, "", "JSONL file the addon appends its events to.")
+        loader.add_option("kh_flows", str, "", "A .mitm file the addon appends every completed flow to, "
+                          "credentials redacted (empty: off).")
 
     def configure(self, updated) -> None:
         if "kh_events" in updated:
             self.log.open(ctx.options.kh_events)
+        if "kh_flows" in updated:
+            self.flows_file.open(ctx.options.kh_flows)
         if "kh_token_file" in updated and ctx.options.kh_token_file:
             with open(ctx.options.kh_token_file) as fh:
                 self._token = fh.read().strip()
@@ -114,6 +156,7 @@ class KueueFaults:
         info = self._info(flow)
         info["seq"], info["write"] = seq, write
         if write is not None:
+            flow.comment = write.summary()  # the label mitmweb shows ("admission ns/name (kueue-admission, loose)")
             self.log.write(
                 "request", flow=seq, method=req.method, path=urlsplit(req.path).path,
                 user_agent=req.headers.get("user-agent", ""), write=write.to_dict(),
@@ -184,12 +227,15 @@ class KueueFaults:
             self._check_triggers()
         if kueue_api.is_watch(flow.request.path):
             self.log.write("watch_closed", flow=seq, path=flow.request.path)
+        self.flows_file.save(flow, seq, write.summary() if write is not None else None)
         self._flows.pop(flow.id, None)
 
     def error(self, flow: http.HTTPFlow) -> None:
         info = self._flows.pop(flow.id, {})
         if info.get("write") is not None or kueue_api.is_watch(flow.request.path):
             self.log.write("flow_error", flow=info.get("seq"), error=str(flow.error))
+        write = info.get("write")
+        self.flows_file.save(flow, info.get("seq"), write.summary() if write is not None else None)
 
     def done(self) -> None:
         for h in list(self.holds.values()):
@@ -197,6 +243,7 @@ class KueueFaults:
             h.event.set()
         self.log.write("proxy_done")
         self.log.close()
+        self.flows_file.close()
 
     # ---- faults ----------------------------------------------------------------------------------
     async def _act(self, flow: http.HTTPFlow, rule: Rule, stage: str) -> None:
@@ -376,6 +423,7 @@ class KueueFaults:
                 rule = Rule.from_dict(body)
                 validate_rule_set([rule], set(self.rules.rules))
                 self.rules.add(rule)
+                self.rule_flows.pop(rule.id, None)  # a reloaded id starts with fresh trigger state
             except (RuleError, TypeError) as e:
                 return 400, {"error": str(e)}
             self.log.write("rule_added", rule=rule.to_dict())
@@ -386,16 +434,21 @@ class KueueFaults:
             if not isinstance(raw, list) or not raw:
                 return 400, {"error": "plan: `rules` must be a non-empty list"}
             try:
-                rules = [Rule.from_dict(r) if isinstance(r, dict) else Rule.from_dict({}) for r in raw]
+                bad = [i for i, r in enumerate(raw) if not isinstance(r, dict)]
+                if bad:
+                    raise RuleError(f"plan: rules[{bad[0]}] must be an object with id, match, action")
+                rules = [Rule.from_dict(r) for r in raw]
                 validate_rule_set(rules, set(self.rules.rules))
             except (RuleError, TypeError) as e:
                 return 400, {"error": str(e)}
             for r in rules:
                 self.rules.add(r)
+                self.rule_flows.pop(r.id, None)  # a reloaded id starts with fresh trigger state
                 self.log.write("rule_added", rule=r.to_dict(), plan=body.get("name"))
             return 201, {"loaded": [r.id for r in rules], "plan": body.get("name")}
         if method == "DELETE" and len(parts) == 2 and parts[0] == "rules":
             self.rules.remove(parts[1])
+            self.rule_flows.pop(parts[1], None)
             self.log.write("rule_removed", rule=parts[1])
             return 200, {"removed": parts[1]}
         if method == "POST" and len(parts) == 3 and parts[0] == "holds" and parts[2] in ("release", "fail"):

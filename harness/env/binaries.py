@@ -264,6 +264,16 @@ def kube_apiserver(progress: Progress = _default_progress) -> Path:
     return build(_kubernetes_target("kube-apiserver"), progress)
 
 
+def kubectl(progress: Progress = _default_progress) -> Path:
+    """kubectl of the pinned Kubernetes version (for manual sessions): $KUEUE_HARNESS_KUBECTL or built."""
+    kv = versions.KUBERNETES_VERSION
+    base = _kubernetes_target("kube-apiserver")
+    target = GoTarget("kubectl", kv, base.go_mod.replace("build/kubernetes", "build/kubectl"),
+                      ("k8s.io/kubernetes/cmd/kubectl",), "k8s.io/kubernetes/cmd/kubectl", None, base.ldflags,
+                      "KUEUE_HARNESS_KUBECTL")
+    return build(target, progress)
+
+
 def kube_controller_manager(progress: Progress = _default_progress) -> Path:
     """kube-controller-manager: $KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER or built."""
     return build(_kubernetes_target("kube-controller-manager"), progress)

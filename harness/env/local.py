@@ -49,11 +49,32 @@ def _say(line: str) -> None:
     print(f"[kueue-harness] {line}", file=sys.stderr, flush=True)
 
 
+#: Ports are picked below Linux's default ephemeral range (32768-60999), which the kernel hands out to
+#: outgoing connections: a port picked from it can be taken by any client between the pick and the
+#: component's bind (seen: kube-controller-manager "bind: address already in use" under load).
+_PORT_RANGE = (20000, 32767)
+_picked: set[int] = set()
+
+
 def free_port() -> int:
-    """An unused loopback TCP port (bound and released; the caller binds it soon after)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """An unused loopback TCP port outside the ephemeral range, not handed out before by this process.
+
+    Raises PortInUse if none of 200 random tries binds.
+    """
+    import random
+
+    for _ in range(200):
+        port = random.randint(*_PORT_RANGE)
+        if port in _picked:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _picked.add(port)
+        return port
+    raise PortInUse(f"no free loopback port in {_PORT_RANGE[0]}-{_PORT_RANGE[1]} after 200 tries")
 
 
 def check_port_free(port: int, what: str) -> None:
@@ -139,7 +160,11 @@ class LocalEnvironment:
     proxy: Proxy | None = None
     say: Say = _say
     started: dict[str, float] = field(default_factory=dict)
+    #: Top-level keys merged over the generated Kueue Configuration (e.g. {"clientConnection": {"qps": 500}}).
+    kueue_config_overrides: dict[str, Any] = field(default_factory=dict)
     _api: Any = None
+    #: (mitmweb UI port, intercept filter) for `kueue-harness up --ui`, else None.
+    ui: tuple[int, str | None] | None = None
 
     @property
     def api_url(self) -> str:
@@ -154,7 +179,8 @@ class LocalEnvironment:
     def start(
         cls, kueue_version: str = versions.DEFAULT_KUEUE_VERSION, artifacts: Path | None = None,
         say: Say = _say, with_proxy: bool = True, proxy_port: int | None = None,
-        control_port: int | None = None,
+        control_port: int | None = None, kueue_config_overrides: dict[str, Any] | None = None,
+        ui: bool = False, intercept: str | None = None,
     ) -> "LocalEnvironment":
         """Build what is missing, start every component, and wait until Kueue's webhooks answer.
 
@@ -183,7 +209,9 @@ class LocalEnvironment:
             kueue_version=kueue_version, artifacts=artifacts, state=state, bins=bins, procs=procs,
             ports=ports, admin_token=admin_token, ca_file=state / "ca.crt",
             admin_kubeconfig=state / "admin.kubeconfig", say=say,
+            kueue_config_overrides=dict(kueue_config_overrides or {}),
         )
+        env.ui = (free_port(), intercept) if ui else None
         try:
             env._start_all(with_proxy)
         except BaseException:
@@ -193,21 +221,30 @@ class LocalEnvironment:
 
     def _start_all(self, with_proxy: bool) -> None:
         t0 = time.monotonic()
-        self._pki()
-        self._start_etcd()
-        self._start_apiserver()
-        self._install_kueue_manifests()
-        self._start_controller_manager()
+        self._step("pki", self._pki)
+        self._step("etcd", self._start_etcd)
+        self._step("kube_apiserver", self._start_apiserver)
+        self._step("kueue_manifests", self._install_kueue_manifests)
+        self._step("kube_controller_manager", self._start_controller_manager)
         if with_proxy:
-            self.proxy = Proxy.start(
+            self.proxy = self._step("proxy", lambda: Proxy.start(
                 upstream=self.api_url, upstream_ca=self.ca_file, state=self.state,
                 artifacts=self.artifacts, procs=self.procs, port=self.ports["proxy"],
                 control_port=self.ports["control"], say=self.say,
-            )
-        self._start_kueue()
+                web_port=self.ui[0] if self.ui else None, intercept=self.ui[1] if self.ui else None,
+            ))
+        self._step("kueue", self._start_kueue)
         self.started["ready_seconds"] = time.monotonic() - t0
         self.say(f"environment ready in {self.started['ready_seconds']:.1f}s (Kueue {self.kueue_version}, "
                  f"kube-apiserver {versions.KUBERNETES_VERSION}); artifacts: {self.artifacts}")
+
+    def _step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run one start step; its duration goes to `started["<name>_seconds"]` (read by bench/ready.py)."""
+        t = time.monotonic()
+        try:
+            return fn()
+        finally:
+            self.started[f"{name}_seconds"] = time.monotonic() - t
 
     def _pki(self) -> None:
         s = self.state
@@ -258,7 +295,7 @@ class LocalEnvironment:
             return probe()
 
         try:
-            wait_for(check, timeout=timeout, what=what, interval=0.1)
+            wait_for(check, timeout=timeout, what=what, interval=0.1, fatal=(EnvironmentNotReady,))
         except WaitTimeout as e:
             raise EnvironmentNotReady(f"{e}. Last lines of {log}:\n{_tail(log)}") from None
 
@@ -423,10 +460,12 @@ class LocalEnvironment:
             "manageJobsWithoutQueueName": False,
             "integrations": {"frameworks": ["batch/job"]},
             "featureGates": {"VisibilityOnDemand": False},
+            **self.kueue_config_overrides,
         }
 
     def _start_kueue(self) -> None:
         s = self.state
+        t_kueue = time.monotonic()
         (s / "kueue-config.yaml").write_text(yaml.safe_dump(self._kueue_config()))
         if self.proxy is not None:
             server, ca = self.proxy.url, self.proxy.ca_file
@@ -449,6 +488,7 @@ class LocalEnvironment:
                 f"http://127.0.0.1:{self.ports['kueue_health']}/readyz", timeout=2).status == 200,
             90, "Kueue /readyz",
         )
+        self.started["kueue_readyz_seconds"] = time.monotonic() - t_kueue
         self._wait_process("kueue", self._webhooks_answer, 60, "Kueue's webhooks to answer (dry-run create)")
 
     def _webhooks_answer(self) -> bool:
@@ -466,6 +506,22 @@ class LocalEnvironment:
 
     def kueue_alive(self) -> bool:
         return "kueue" in self.procs.procs and self.procs.alive("kueue")
+
+    def kueue_starts(self) -> int:
+        """How many times Kueue was started in this environment (1 unless restart_kueue() was used)."""
+        return self.started.get("kueue_starts", 1)
+
+    def restart_kueue(self, kill: bool = False) -> None:
+        """A process fault: stop Kueue (SIGTERM, or SIGKILL with `kill`), start it again with the same
+        configuration, and wait until its webhooks answer. Its log continues in the same kueue.log."""
+        import signal as _signal
+
+        if "kueue" in self.procs.procs:
+            if kill and self.procs.alive("kueue"):
+                os.killpg(self.procs.procs["kueue"][1].pgid, _signal.SIGKILL)
+            self.procs.stop("kueue")
+        self._start_kueue()
+        self.started["kueue_starts"] = self.kueue_starts() + 1
 
     # ---- stop ------------------------------------------------------------------------------------
     def stop(self) -> None:

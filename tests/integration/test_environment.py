@@ -147,3 +147,36 @@ def test_port_in_use_is_a_clear_error(kueue_version):
         port = s.getsockname()[1]
         with pytest.raises(PortInUse, match=str(port)):
             LocalEnvironment.start(kueue_version, proxy_port=port)
+
+
+def _curl(url: str, ca: Path, token: str, path: str) -> tuple[str, dict[str, str], bytes]:
+    import shutil
+    import tempfile
+
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed (it speaks HTTP/2 here; apt-get install curl)")
+    with tempfile.TemporaryDirectory() as d:
+        hdr, body = Path(d) / "h", Path(d) / "b"
+        r = subprocess.run(["curl", "-sS", "--http2", "--cacert", str(ca), "-H", f"Authorization: Bearer {token}",
+                            "-D", str(hdr), "-o", str(body), "-w", "%{http_version}", url + path],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        lines = hdr.read_text().splitlines()[1:]
+        headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines if ":" in l)}
+        return r.stdout, headers, body.read_bytes()
+
+
+def test_http2_responses_pass_unchanged(kueue_env, cluster):
+    """Over HTTP/2 (as client-go talks), an unmatched GET gets the same status line, headers (but the
+    per-response date and audit id) and body through the proxy as direct."""
+    env, proxy = kueue_env, kueue_env.proxy
+    ns = f"h2-{int(time.time() * 1000) % 100000}"
+    cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    cluster.core.create_namespaced_config_map(ns, {"metadata": {"name": "cm"}, "data": {"k": "v" * 3000}})
+    path = f"/api/v1/namespaces/{ns}/configmaps/cm"
+    dv, dh, db = _curl(env.api_url, env.ca_file, env.admin_token, path)
+    pv, ph, pb = _curl(proxy.url, proxy.ca_file, env.admin_token, path)
+    assert dv == pv == "2", f"HTTP versions: direct {dv}, proxied {pv}"
+    assert pb == db
+    varying = {"date", "audit-id"}
+    assert {k: v for k, v in ph.items() if k not in varying} == {k: v for k, v in dh.items() if k not in varying}

@@ -1,0 +1,714 @@
+"""Unit tests for harness.plans: YAML fault plans. Every kind of bad plan gets a PlanError whose message starts
+with `<file>:<line>:` at the offending line and names the problem; the shipped plans load; namespace
+injection, `hold_response` sugar, shipped-name resolution and the wire format round trip.
+
+Plans are written to real files (tmp_path) and loaded with load_plan, as the CLI and the cases do. The
+expected line of an error is marked in the plan text with a `# <-` comment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.faults import Rule
+from harness.plans import PLANS_DIR, Plan, PlanError, load_plan, parse_plan
+
+HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: p\n"
+SHIPPED = sorted(p.stem for p in PLANS_DIR.glob("*.yaml"))
+
+# ---------------------------------------------------------------------------------------------------------
+# Builders
+
+
+def plan_text(body: str, head: str = HEAD) -> str:
+    return head + textwrap.dedent(body).lstrip("\n")
+
+
+def marked_line(text: str) -> int:
+    lines = [i for i, line in enumerate(text.splitlines(), 1) if "# <-" in line]
+    assert len(lines) == 1, f"mark exactly one line with '# <-' in:\n{text}"
+    return lines[0]
+
+
+def load_error(tmp_path: Path, text: str) -> tuple[str, str]:
+    """Write `text` to a plan file, load it, and return (file, error message)."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    with pytest.raises(PlanError) as exc:
+        load_plan(path)
+    return str(path), str(exc.value)
+
+
+def assert_error(tmp_path: Path, text: str, words: list[str], line: int | None = None) -> str:
+    source, msg = load_error(tmp_path, text)
+    line = marked_line(text) if line is None else line
+    assert msg.startswith(f"{source}:{line}: "), f"expected line {line}:\n{msg}\n---\n{text}"
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+    return msg
+
+
+# ---------------------------------------------------------------------------------------------------------
+# File-level problems
+
+
+def test_yaml_syntax_error_names_the_line_and_what_started_there(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            match: {write: admission, name: job-*
+    """)
+    # PyYAML finds the problem at the end of the stream; the message says where the mapping started.
+    msg = assert_error(tmp_path, text, ["not valid YAML", "expected ',' or '}'", "flow mapping",
+                                        "started on line 6"], line=7)
+    assert "Traceback" not in msg
+
+
+def test_yaml_indentation_error_points_at_the_bad_line(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+           action: fail    # <-
+    """)
+    assert_error(tmp_path, text, ["not valid YAML"])
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])
+def test_empty_file(tmp_path: Path, text: str) -> None:
+    assert_error(tmp_path, text, ["empty plan", "apiVersion", "rules"], line=1)
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    assert_error(tmp_path, "- id: a\n- id: b\n", ["plan: expected a mapping"], line=1)
+
+
+def test_wrong_api_version(tmp_path: Path) -> None:
+    text = "kind: FaultPlan\napiVersion: v1   # <-\nrules:\n  - id: a\n"
+    assert_error(tmp_path, text, ["apiVersion: kueue-harness/v1", "kind: FaultPlan"])
+
+
+def test_wrong_kind_points_at_kind_not_api_version(tmp_path: Path) -> None:
+    text = "apiVersion: kueue-harness/v1\nkind: Plan   # <-\nrules:\n  - id: a\n"
+    assert_error(tmp_path, text, ["kind: FaultPlan"])
+
+
+def test_missing_rules(tmp_path: Path) -> None:
+    assert_error(tmp_path, HEAD + "description: nothing\n", ["`rules` must be a non-empty list"], line=1)
+
+
+@pytest.mark.parametrize("rules", ["rules: []   # <-\n", "rules:   # <-\n", "rules: {id: a}   # <-\n"])
+def test_empty_or_non_list_rules(tmp_path: Path, rules: str) -> None:
+    assert_error(tmp_path, HEAD + rules, ["`rules` must be a non-empty list"])
+
+
+def test_rule_that_is_not_a_mapping(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - admission-job1   # <-
+    """)
+    assert_error(tmp_path, text, ["rules[0]", "expected a mapping"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Unknown keys, each at the key's own line
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ("""
+         description: x
+         rulez: []   # <-
+         rules:
+           - id: a
+         """, ["plan: unknown key 'rulez'", "allowed: apiVersion, description, kind, name, rules"]),
+        ("""
+         rules:
+           - id: a
+             match: {write: admission}
+             acton: fail   # <-
+         """, ["rules[0]: unknown key 'acton'", "allowed:", "action"]),
+        ("""
+         rules:
+           - id: a
+             action: observe
+           - id: b
+             match:
+               write: admission
+               nmae: job-*   # <-
+         """, ["rules[1].match: unknown key 'nmae'", "name", "namespace"]),
+        ("""
+         rules:
+           - id: a
+             release:
+               timeout: 5
+               on_timout: fail   # <-
+         """, ["rules[0].release: unknown key 'on_timout'", "on_timeout"]),
+        ("""
+         rules:
+           - id: a
+             release:
+               after:
+                 - rule: b
+                   state: held
+                 - rule: b
+                   stat: answered   # <-
+           - id: b
+             action: observe
+         """, ["rules[0].release.after[1]: unknown key 'stat'", "allowed: delivered, rule, state, status"]),
+    ],
+    ids=["top", "rule", "match", "release", "trigger"],
+)
+def test_unknown_key_at_its_own_line(tmp_path: Path, body: str, words: list[str]) -> None:
+    assert_error(tmp_path, plan_text(body), words)
+
+
+def test_a_key_given_twice_is_an_error_not_silently_the_last(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            action: fail
+            action: hold   # <-
+    """)
+    assert_error(tmp_path, text, ["rules[0]", "'action' given twice"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad values: match
+
+
+@pytest.mark.parametrize(
+    ("match", "words"),
+    [
+        ("write: admitted   # <-", ["match.write", "'admitted'", "admission, eviction, quota_release"]),
+        ("name: 'job-[abc'   # <-", ["match.name", "unbalanced '['"]),
+        ("namespace: 'team-[a'   # <-", ["match.namespace", "unbalanced '['"]),
+        ("path_regex: '/workloads/(unclosed'   # <-", ["match.path_regex", "missing )"]),
+        ("body_jsonpath: '$.status[['   # <-", ["match.body_jsonpath", "is not a JSONPath"]),
+        ("body_equals: 'True'   # <-", ["match.body_equals needs match.body_jsonpath"]),
+        ("name: 5   # <-", ["match.name", "expected a string"]),
+    ],
+    ids=["write", "glob-name", "glob-namespace", "path_regex", "body_jsonpath", "body_equals", "non-string"],
+)
+def test_bad_match_value_points_at_that_key(tmp_path: Path, match: str, words: list[str]) -> None:
+    text = plan_text(f"""
+        rules:
+          - id: first
+            action: observe
+          - id: bad
+            action: hold
+            match:
+              kind: Workload
+              {match}
+              method: PATCH
+    """)
+    assert_error(tmp_path, text, words)
+
+
+def test_match_that_is_not_a_mapping(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            match: admission   # <-
+    """)
+    assert_error(tmp_path, text, ["rules[0].match: expected a mapping"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad values: rule
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("action: drop   # <-", ["rule bad: action 'drop'", "hold, delay, fail, reset, observe, drop_watch_events"]),
+        ("stage: later   # <-", ["rule bad: stage 'later'", "request, response"]),
+        ("times: 0   # <-", ["rule bad: times must be >= 1 or null"]),
+        ("times: two   # <-", ["rule bad: times must be a number", "'two'"]),
+        ("status: 700   # <-", ["rule bad: status 700 is not an HTTP status"]),
+        ("status: '409'   # <-", ["rule bad: status must be a number"]),
+        ("delay: -1   # <-", ["rule bad: delay must be >= 0"]),
+        ("delay: 1s   # <-", ["rule bad: delay must be a number", "'1s'"]),
+        ("max_hold: 0   # <-", ["rule bad: max_hold must be > 0"]),
+    ],
+    ids=["action", "stage", "times", "times-str", "status", "status-str", "delay", "delay-str", "max_hold"],
+)
+def test_bad_rule_value_points_at_that_key(tmp_path: Path, line: str, words: list[str]) -> None:
+    # Other keys whose names occur in the messages ("… one of hold, delay, …", "delay must …") come
+    # first, so that an error about one key must not point at another.
+    key = line.split(":")[0]
+    others = [k for k in ("delay: 0", "max_hold: 30", "stage: request", "action: hold") if k.split(":")[0] != key]
+    body = "".join(f"    {k}\n" for k in others + [line])
+    text = HEAD + "rules:\n  - id: bad\n    match: {write: admission}\n" + body
+    assert_error(tmp_path, text, words)
+
+
+def test_error_line_is_not_misled_by_a_key_word_in_the_rule_id(tmp_path: Path) -> None:
+    # The rule is called "stage-two": the message "rule stage-two: times …" is about `times`, not `stage`.
+    text = plan_text("""
+        rules:
+          - id: stage-two
+            stage: request
+            action: hold
+            times: 0   # <-
+    """)
+    assert_error(tmp_path, text, ["rule stage-two: times"])
+
+
+def test_missing_id(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - match: {write: admission}   # <-
+    """)
+    assert_error(tmp_path, text, ["rule: `id` is required"])
+
+
+def test_non_string_id(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: 5   # <-
+    """)
+    assert_error(tmp_path, text, ["id must be a string"])
+
+
+def test_release_on_a_non_hold_action(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            match: {write: admission}
+            action: fail
+            release:   # <-
+              timeout: 5
+    """)
+    assert_error(tmp_path, text, ["rule a: `release` applies to action hold only, not fail"])
+
+
+def test_hold_response_with_a_request_stage_is_an_error(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            action: hold_response
+            stage: request   # <-
+    """)
+    assert_error(tmp_path, text, ["rule a: stage 'request' conflicts with action hold_response"])
+
+
+def test_drop_watch_events_matches_by_name_only(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a   # <-
+            action: drop_watch_events
+            match: {write: admission}
+    """)
+    assert_error(tmp_path, text, ["drop_watch_events", "name/namespace"])
+
+
+@pytest.mark.parametrize(
+    ("release", "words"),
+    [
+        ("timeout: 0   # <-", ["rule a: release.timeout: expected seconds > 0"]),
+        ("timeout: soon   # <-", ["rule a: release.timeout"]),
+        ("on_timeout: explode   # <-", ["rule a: release.on_timeout: 'explode' is not release or fail"]),
+    ],
+    ids=["timeout-0", "timeout-str", "on_timeout"],
+)
+def test_bad_release_value(tmp_path: Path, release: str, words: list[str]) -> None:
+    text = plan_text(f"""
+        rules:
+          - id: a
+            release:
+              {release}
+    """)
+    assert_error(tmp_path, text, words)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Triggers
+
+
+def two_rules(trigger_a: str, second_trigger: str | None = None) -> str:
+    after = f"        - {trigger_a}\n"
+    if second_trigger is not None:
+        after = "        - {rule: b, state: held}\n" + f"        - {second_trigger}\n"
+    return HEAD + (
+        "rules:\n"
+        "  - id: a\n"
+        "    release:\n"
+        "      after:\n"
+        f"{after}"
+        "  - id: b\n"
+        "    action: observe\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("trigger", "words"),
+    [
+        ("{rule: nope, state: answered}   # <-", ["rule a: release trigger names unknown rule 'nope'"]),
+        ("{delivered: nope}   # <-", ["rule a: release trigger names unknown rule 'nope'"]),
+        ("{rule: b, delivered: b}   # <-", ["release.after", "give exactly one of `rule` (with `state`) or `delivered`"]),
+        ("{state: held}   # <-", ["release.after", "give exactly one of `rule`"]),
+        ("{rule: b, state: done}   # <-", ["release.after", "state 'done' is not one of held, released, answered"]),
+        ("{rule: b, state: answered, status: ok}   # <-", ["release.after", "status must be an HTTP status code"]),
+        ("{delivered: b, state: held}   # <-", ["`delivered` takes no `state`"]),
+        ("b   # <-", ["release.after", "expected a mapping"]),
+    ],
+    ids=["unknown-rule", "unknown-delivered", "both", "neither", "state", "status", "delivered-state", "scalar"],
+)
+@pytest.mark.parametrize("position", [0, 1])
+def test_bad_trigger_points_at_the_trigger(tmp_path: Path, trigger: str, words: list[str], position: int) -> None:
+    text = two_rules(trigger) if position == 0 else two_rules("", second_trigger=trigger)
+    msg = assert_error(tmp_path, text, words)
+    if "release.after[" in msg:
+        assert f"release.after[{position}]" in msg
+
+
+@pytest.mark.parametrize(
+    ("target", "trigger", "words"),
+    [
+        ("action: observe", "{rule: b, state: held}", ["waits for b held", "(action observe) never holds a flow"]),
+        ("action: fail", "{rule: b, state: released}", ["waits for b released", "(action fail) never holds"]),
+        ("action: hold", "{rule: b, state: held, status: 200}",
+         ["waits for b held with status 200", "stage request", "no status"]),
+    ],
+    ids=["held-on-observe", "released-on-fail", "held-status-on-request-hold"],
+)
+def test_trigger_that_can_never_hold_is_an_error(tmp_path: Path, target: str, trigger: str,
+                                                  words: list[str]) -> None:
+    # Without this check the hold would silently wait for its timeout. The second trigger is the bad one.
+    text = plan_text(f"""
+        rules:
+          - id: a
+            release:
+              after:
+                - {{rule: b, state: answered}}
+                - {trigger}   # <-
+          - id: b
+            {target}
+    """)
+    assert_error(tmp_path, text, ["rule a: release.after[1]: "] + words)
+
+
+def test_held_with_status_on_a_response_hold_and_released_on_a_hold_are_fine() -> None:
+    plan = parse_plan(plan_text("""
+        rules:
+          - id: a
+            release:
+              after:
+                - {rule: b, state: held, status: 200}
+                - {rule: c, state: released}
+          - id: b
+            action: hold_response
+          - id: c
+            action: hold
+    """))
+    assert [r.id for r in plan.rules] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("action", ["observe", "drop_watch_events"])
+def test_stage_response_does_not_apply_to_observe_or_drop(tmp_path: Path, action: str) -> None:
+    # The proxy consults these rules at the request stage only: such a rule would never act.
+    text = plan_text(f"""
+        rules:
+          - id: a
+            action: {action}
+            stage: response   # <-
+    """)
+    assert_error(tmp_path, text, [f"rule a: stage 'response' does not apply to action {action}"])
+
+
+def test_after_must_be_a_list(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            release:
+              after: {rule: b, state: held}   # <-
+          - id: b
+            action: observe
+    """)
+    assert_error(tmp_path, text, ["rules[0].release.after: expected a list of triggers"])
+
+
+def test_unknown_rule_error_blames_the_right_rule_even_when_ids_overlap(tmp_path: Path) -> None:
+    # "job1" is a word inside "admission-job1": the error is about admission-job1's trigger.
+    text = plan_text("""
+        rules:
+          - id: job1
+            action: observe
+          - id: admission-job1
+            release:
+              after:
+                - {rule: job1, state: answered}
+                - {rule: nope, state: answered}   # <-
+    """)
+    assert_error(tmp_path, text, ["rule admission-job1: release trigger names unknown rule 'nope'"])
+
+
+def test_deadlock_cycle_is_an_error_naming_the_cycle(tmp_path: Path) -> None:
+    # A waits for B's answer, B waits for A's release: neither hold can ever end by its triggers.
+    text = plan_text("""
+        rules:
+          - id: rule-a
+            match: {write: admission}
+            release:
+              after:
+                - {rule: rule-b, state: answered}   # <-
+          - id: rule-b
+            match: {write: eviction}
+            release:
+              after:
+                - {rule: rule-a, state: released}
+    """)
+    assert_error(tmp_path, text, ["release triggers form a cycle: rule-a -> rule-b -> rule-a"])
+
+
+def test_longer_cycle_through_delivered(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: x
+            action: observe
+          - id: a
+            release:
+              after: [{rule: b, state: answered}]   # <-
+          - id: b
+            release:
+              after: [{rule: c, state: released}]
+          - id: c
+            release:
+              after: [{delivered: a}]
+    """)
+    assert_error(tmp_path, text, ["cycle: a -> b -> c -> a"])
+
+
+def test_a_rule_waiting_for_itself_is_a_cycle(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            release:
+              after: [{rule: a, state: answered}]   # <-
+    """)
+    assert_error(tmp_path, text, ["cycle: a -> a"])
+
+
+def test_held_back_edge_is_not_a_cycle(tmp_path: Path) -> None:
+    # A waits for B to be *held* (B's flow arrived; nothing of A needed), B waits for A's answer: fine.
+    text = plan_text("""
+        rules:
+          - id: a
+            release:
+              after: [{rule: b, state: held}]
+          - id: b
+            action: hold_response
+            release:
+              after: [{rule: a, state: answered}]
+    """)
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    assert [r.id for r in load_plan(path).rules] == ["a", "b"]
+
+
+def test_shipped_stuck_preemption_has_a_held_back_edge_and_loads() -> None:
+    plan = load_plan("stuck-preemption")
+    rules = {r.id: r for r in plan.rules}
+    # admission waits for the eviction held; the eviction waits for the admission delivered.
+    (adm_trigger,) = rules["admission-job1"].release.after
+    (ev_trigger,) = rules["eviction-job1"].release.after
+    assert (adm_trigger.rule, adm_trigger.state, adm_trigger.status) == ("eviction-job1", "held", 200)
+    assert ev_trigger.delivered == "admission-job1"
+
+
+def test_duplicate_rule_ids(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            action: observe
+          - id: b
+            action: observe
+          - id: a   # <-
+            action: fail
+    """)
+    assert_error(tmp_path, text, ["rule a: a rule with this id is already loaded"])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every PlanError is a HarnessError with file:line
+
+
+def test_plan_error_is_a_harness_error(tmp_path: Path) -> None:
+    _, msg = load_error(tmp_path, "")
+    assert issubclass(PlanError, HarnessError)
+    assert re.match(r"^.+plan\.yaml:\d+: ", msg)
+
+
+def test_parse_plan_uses_the_given_source_name() -> None:
+    with pytest.raises(PlanError, match=r"^<stdin>:1: empty plan"):
+        parse_plan("", "<stdin>")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Good plans
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_plans_load(name: str) -> None:
+    plan = load_plan(PLANS_DIR / f"{name}.yaml")
+    assert plan.name == name
+    assert plan.description
+    assert plan.rules
+    text = (PLANS_DIR / f"{name}.yaml").read_text().splitlines()
+    for r in plan.rules:  # Plan.lines: where each rule starts
+        assert text[plan.lines[r.id] - 1].strip() == f"- id: {r.id}"
+
+
+def test_the_seed_plans_ship() -> None:
+    assert {"stuck-preemption", "quota-oversubscription"} <= set(SHIPPED)
+
+
+def test_load_plan_resolves_a_shipped_name() -> None:
+    plan = load_plan("stuck-preemption")
+    assert Path(plan.source) == PLANS_DIR / "stuck-preemption.yaml"
+    assert [r.id for r in plan.rules] == ["admission-job1", "quota-release-job1", "eviction-job1"]
+
+
+def test_unreadable_path_lists_the_shipped_plans(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(PlanError) as exc:
+        load_plan(missing)
+    msg = str(exc.value)
+    assert msg.startswith(f"{missing}: cannot read the plan")
+    assert "No such file" in msg
+    for name in SHIPPED:
+        assert name in msg
+    with pytest.raises(PlanError, match="Shipped plans: .*stuck-preemption"):
+        load_plan("stuck-preemptoin")  # a misspelt shipped name
+    with pytest.raises(PlanError, match="cannot read the plan"):
+        load_plan(tmp_path)  # a directory
+
+
+def test_namespace_is_injected_where_missing_and_kept_where_given(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: no-ns
+            match: {write: admission}
+          - id: own-ns
+            match: {write: eviction, namespace: kube-system}
+          - id: no-match
+            action: observe
+          - id: empty-match
+            match: {}
+            action: observe
+    """)
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    rules = {r.id: r for r in load_plan(path, namespace="case-ns-1").rules}
+    assert rules["no-ns"].match.namespace == "case-ns-1"
+    assert rules["no-ns"].match.write == "admission"
+    assert rules["own-ns"].match.namespace == "kube-system"
+    assert rules["no-match"].match.namespace == "case-ns-1"
+    assert rules["empty-match"].match.namespace == "case-ns-1"
+    # Without namespace= nothing is injected.
+    assert {r.match.namespace for r in load_plan(path).rules} == {None, "kube-system"}
+
+
+def test_shipped_plan_with_namespace() -> None:
+    plan = load_plan("stuck-preemption", namespace="kh-case-7")
+    assert {r.match.namespace for r in plan.rules} == {"kh-case-7"}
+    assert {r.match.name for r in plan.rules} == {"job-job1-*"}
+
+
+def test_hold_response_sugar_becomes_hold_at_response_stage() -> None:
+    rules = {r.id: r for r in load_plan("stuck-preemption").rules}
+    assert (rules["eviction-job1"].action, rules["eviction-job1"].stage) == ("hold", "response")
+    assert (rules["admission-job1"].action, rules["admission-job1"].stage) == ("hold", "request")
+    assert rules["eviction-job1"].to_dict()["action"] == "hold"  # the wire never carries the sugar
+
+
+def test_hold_response_with_explicit_response_stage_is_fine() -> None:
+    plan = parse_plan(plan_text("""
+        rules:
+          - id: a
+            action: hold_response
+            stage: response
+    """))
+    assert (plan.rules[0].action, plan.rules[0].stage) == ("hold", "response")
+
+
+def test_defaults_and_name_from_file(tmp_path: Path) -> None:
+    path = tmp_path / "my-plan.yaml"
+    path.write_text("apiVersion: kueue-harness/v1\nkind: FaultPlan\nrules:\n  - id: a\n")
+    plan = load_plan(path)
+    assert (plan.name, plan.description) == ("my-plan", "")
+    (r,) = plan.rules
+    assert (r.action, r.stage, r.times, r.max_hold, r.release) == ("hold", "request", 1, 600.0, None)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_to_wire_round_trips_through_rule_from_dict(name: str) -> None:
+    plan = load_plan(name, namespace="ns-x")
+    wire = json.loads(json.dumps(plan.to_wire()))  # what POST /plan carries
+    assert wire["name"] == plan.name
+    assert tuple(Rule.from_dict(d) for d in wire["rules"]) == plan.rules
+
+
+def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: everything
+            match:
+              write: quota_release
+              kind: Workload
+              name: job-*
+              namespace: ns-?
+              field_manager: kueue-admission
+              method: PATCH
+              path_regex: /status
+              resource: workloads
+              subresource: status
+              body_jsonpath: $.status.conditions[?type == "QuotaReserved"].status
+              body_equals: "False"
+            action: hold
+            stage: response
+            times: null
+            status: 409
+            reason: Conflict
+            message: m
+            delay: 0.5
+            max_hold: 30
+            release:
+              after:
+                - {rule: other, state: released}
+                - {delivered: other}
+              timeout: 12.5
+              on_timeout: fail
+              status: 503
+              reason: ServiceUnavailable
+              message: late
+          - id: other
+            action: hold
+    """)
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    plan = load_plan(path)
+    assert isinstance(plan, Plan)
+    wire = json.loads(json.dumps(plan.to_wire()))
+    assert tuple(Rule.from_dict(d) for d in wire["rules"]) == plan.rules
+    r = plan.rules[0]
+    assert r.times is None and r.release.timeout == 12.5 and r.release.on_timeout == "fail"
+    assert [t.ref for t in r.release.after] == ["other", "other"]
+
+
+def test_the_docs_yaml_examples_load() -> None:
+    doc = (PLANS_DIR.parent.parent / "docs" / "fault-plans.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, re.S)
+    full = [b for b in blocks if b.startswith("apiVersion:")]
+    assert full, "docs/fault-plans.md lost its first example"
+    for b in full:
+        assert parse_plan(b, "docs/fault-plans.md").rules
+    (match_block,) = [b for b in blocks if b.startswith("match:")]
+    parse_plan(HEAD + "rules:\n  - id: a\n" + textwrap.indent(match_block, "    "))

@@ -1,0 +1,111 @@
+"""harness/redact.py: what the bundle writer removes (patterns and the run's exact secrets, in text,
+headers and mitmproxy flows, compressed bodies included) and what its scanner finds (in archives, gzip
+files and .mitm flows). Uses mitmproxy's own test helpers for flows."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import io
+import tarfile
+
+from mitmproxy import io as mio
+from mitmproxy.test import tflow, tutils
+
+from harness.pki import make_ca, rsa_keypair
+from harness.redact import MARK, Redactor, find_secrets
+
+TOKEN = "Zq8Vb1xkP0s7Yt3mW2aE9cLr"
+
+
+def _key() -> str:
+    priv, _ = rsa_keypair()
+    return priv.decode()
+
+
+def test_patterns_without_known_secrets():
+    r = Redactor()
+    text = ("Authorization: Bearer abc.def-ghi_123456\n"
+            "curl -H 'authorization: bearer 0123456789abcdef'\n"
+            "users:\n- user:\n    token: kubeconfigtoken123\n    client-key-data: LS0tLS1CRUdJTiBSU0Eg\n"
+            '{"password": "hunter2hunter2"}\n' + _key())
+    out = r.text(text)
+    for secret in ("abc.def-ghi_123456", "0123456789abcdef", "kubeconfigtoken123", "LS0tLS1CRUdJTiBSU0Eg",
+                   "hunter2hunter2", "MII"):
+        assert secret not in out, (secret, out)
+    assert "-----BEGIN PRIVATE KEY-----<redacted>-----END PRIVATE KEY-----" in out or "BEGIN RSA" in out
+    assert out.count(MARK) >= 6
+
+
+def test_ordinary_text_is_kept():
+    r = Redactor([TOKEN])
+    text = '{"msg":"Preemption already issued, waiting for observation","workload":{"name":"job-job1-2e273"}}'
+    assert r.text(text) == text
+    assert r.text("bearer of bad news") == "bearer of bad news"
+
+
+def test_exact_secrets_also_base64_and_key_bodies():
+    key = _key()
+    body = "".join(l for l in key.splitlines() if not l.startswith("-----"))
+    r = Redactor([TOKEN, key, "short"])
+    out = r.text(f"x {TOKEN} y {base64.b64encode(TOKEN.encode()).decode()} z {body} "
+                 f"{base64.b64encode(key.encode()).decode()} short")
+    assert TOKEN not in out and body not in out and "short" in out
+    assert out.count(MARK) == 4
+
+
+def test_flow_copy_is_redacted_and_the_original_is_not():
+    f = tflow.tflow(req=tutils.treq(method=b"PATCH", path=b"/apis/x?access_token=" + TOKEN.encode()),
+                    resp=tutils.tresp())
+    f.request.headers["Authorization"] = f"Bearer {TOKEN}"
+    f.response.headers["content-encoding"] = "gzip"
+    f.response.content = f'{{"token": "{TOKEN}", "kind": "Secret"}}'.encode()  # stored gzip-compressed
+    assert TOKEN.encode() not in f.response.raw_content
+    red = Redactor([TOKEN]).flow(f)
+    assert red.request.headers["authorization"] == "Bearer <redacted>"
+    assert TOKEN not in red.request.path
+    assert TOKEN.encode() not in red.response.get_content() and b'"kind": "Secret"' in red.response.get_content()
+    assert red.response.headers["content-encoding"] == "gzip"
+    assert f.request.headers["Authorization"] == f"Bearer {TOKEN}", "the live flow must not change"
+
+
+def test_scanner_opens_archives_gzip_and_flows(tmp_path):
+    key = _key()
+    line = next(l for l in key.splitlines() if len(l) == 64)
+    clean = tmp_path / "clean.txt"
+    clean.write_text("nothing here")
+    gz = tmp_path / "kueue.log.gz"
+    gz.write_bytes(gzip.compress(f"log {line}".encode()))
+    mitm = tmp_path / "flows.mitm"
+    f = tflow.tflow(resp=tutils.tresp())
+    f.response.headers["content-encoding"] = "gzip"
+    f.response.content = TOKEN.encode()
+    with open(mitm, "wb") as fh:
+        mio.FlowWriter(fh).add(f)
+    assert TOKEN.encode() not in mitm.read_bytes()  # only the decoded body shows it
+    tar = tmp_path / "b.tar.gz"
+    with tarfile.open(tar, "w:gz") as tf:
+        data = f"inside {TOKEN}".encode()
+        info = tarfile.TarInfo("b/history.jsonl")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    found = find_secrets([clean, gz, mitm, tar], [TOKEN, key])
+    assert not any(x.startswith("clean.txt") for x in found)
+    assert any(x.startswith("kueue.log.gz!gunzip") and "key line" in x for x in found), found
+    assert any(x.startswith("flows.mitm!flow0.response") for x in found), found
+    assert any(x.startswith("b.tar.gz!b/history.jsonl") for x in found), found
+
+
+def test_run_secrets_reads_tokens_and_keys(tmp_path):
+    from harness.redact import run_secrets
+
+    class Env:
+        admin_token, kueue_token, kcm_token = "a" * 20, "k" * 20, "c" * 20
+        state = tmp_path
+
+    (tmp_path / "control.token").write_text("t" * 20)
+    (tmp_path / "apiserver.key").write_text(_key())
+    (tmp_path / "ca.crt").write_bytes(make_ca().cert_pem)
+    s = run_secrets(Env())
+    assert {"a" * 20, "k" * 20, "c" * 20, "t" * 20} <= set(s)
+    assert sum("PRIVATE KEY" in x for x in s) >= 1 and not any("CERTIFICATE" in x for x in s)
