@@ -13,9 +13,9 @@ import pytest
 from harness import objects as o
 from harness import seed
 from harness.checks import check_quota
-from harness.plans import load_plan
 from harness.monitor import InvariantMonitor
-from harness.pytest_plugin import FaultNotApplied, InvariantViolation
+from harness.pytest_plugin import InvariantViolation
+from harness.seed import FaultNotApplied
 from harness.waiting import WaitTimeout, wait_for
 
 STEP = 30.0
@@ -36,18 +36,12 @@ def test_quota_oversubscription(case):
     with InvariantMonitor(case.cluster.api, case.history.record, q.cluster_queue) as monitor:
         # cases/plans/quota-oversubscription.yaml: hold job1's admission until job1's quota release and
         # job2's admission were both answered 200, then let it through.
-        plan = load_plan("quota-oversubscription", namespace=ns)
-        rules = proxy.load_plan(plan)
-        case.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
+        rules = seed.load_seed_plan(case, "quota-oversubscription")
         wl1 = seed.submit_job(case, q, "job1", q.low)
         held = rules["admission-job1"].wait_held(STEP)
         wl2 = seed.submit_job(case, q, "job2", q.high)
-        rel = proxy.wait_event(lambda e: e["event"] in ("released", "hold_timeout") and e.get("rule") == "admission-job1",
-                               4 * STEP, "the plan to release job1's admission")
-        if rel["event"] != "released" or not str(rel.get("why", "")).startswith("triggers"):
-            raise FaultNotApplied(f"job1's admission was not released by the plan's triggers ({rel['event']}: "
-                                  f"{rel.get('why')}): job1's quota release or job2's admission never answered 200")
-        case.record("plan_step", rule="admission-job1", why=rel.get("why"))
+        # Raises FaultNotApplied if job1's quota release or job2's admission never answered 200.
+        rel = seed.wait_plan_steps(case, ["admission-job1"], 4 * STEP)["admission-job1"]
         answer = proxy.wait_answered(held.flow, STEP)
         case.record("admission_answered", status=answer["status"], resource_version=answer.get("resource_version"))
         if answer["status"] != 200:
@@ -70,7 +64,7 @@ def test_quota_oversubscription(case):
         f"  job2 {ns}/{wl2['metadata']['name']}: {o.conditions_summary(w2)}; Job {seed.job_state(case, 'job2')}\n"
         f"  violation {'still present at the end' if findings else 'transient (cleared before the end)'}; "
         f"first seen by the monitor: {transient[0].describe() if transient else '-'}\n"
-        f"  proxy (plan {plan.name}): held {held.label} from {held.since:.3f} until {rel['ts']:.3f} "
+        f"  proxy (plan quota-oversubscription): held {held.label} from {held.since:.3f} until {rel['ts']:.3f} "
         f"({rel.get('why')})"
     )
 

@@ -15,8 +15,8 @@ import pytest
 from harness import kueue_log
 from harness import objects as o
 from harness import seed
-from harness.plans import load_plan
-from harness.pytest_plugin import FaultNotApplied, InvariantViolation
+from harness.pytest_plugin import InvariantViolation
+from harness.seed import FaultNotApplied
 from harness.waiting import WaitTimeout, wait_for
 
 #: Seconds job2 may take to get quota after every fault is released. Without faults Kueue admits the
@@ -33,21 +33,6 @@ def _admitted_within(case, wl, bound: float) -> bool:
         return False
 
 
-def _plan_outcome(case, proxy, rule_ids: list[str]) -> dict[str, dict]:
-    """Wait until every hold rule of the plan let its flow go; return each rule's "released" event.
-    Raises FaultNotApplied if a hold ended by its timeout instead of its triggers."""
-    out = {}
-    for rid in rule_ids:
-        ev = proxy.wait_event(lambda e, rid=rid: e["event"] in ("released", "hold_timeout", "failed")
-                              and e.get("rule") == rid, 3 * STEP, f"plan rule {rid} to let its flow go")
-        if ev["event"] != "released" or not str(ev.get("why", "")).startswith("triggers"):
-            raise FaultNotApplied(f"plan rule {rid} did not end by its triggers ({ev['event']}: {ev.get('why')}), "
-                                  "so the forced ordering did not happen")
-        out[rid] = ev
-        case.record("plan_step", rule=rid, why=ev.get("why"), label=ev.get("label"))
-    return out
-
-
 @pytest.mark.kueue_bug("kubernetes-sigs/kueue#11480")
 def test_stuck_preemption(case):
     q = seed.setup_queues(case)
@@ -56,13 +41,11 @@ def test_stuck_preemption(case):
     # loads): hold job1's admission; hold the answer to job1's eviction; release the admission once the
     # eviction is applied; hold job1's quota release until the admission was answered; release the
     # eviction's answer once Kueue's watch delivered the overwritten job1.
-    plan = load_plan("stuck-preemption", namespace=ns)
-    rules = proxy.load_plan(plan)
-    case.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
+    rules = seed.load_seed_plan(case, "stuck-preemption")
     wl1 = seed.submit_job(case, q, "job1", q.low)
     held_adm = rules["admission-job1"].wait_held(STEP)
     wl2 = seed.submit_job(case, q, "job2", q.high)
-    steps = _plan_outcome(case, proxy, ["admission-job1", "quota-release-job1", "eviction-job1"])
+    steps = seed.wait_plan_steps(case, ["admission-job1", "quota-release-job1", "eviction-job1"], 3 * STEP)
     released_at = steps["eviction-job1"]["ts"]
     # Did the late admission really remove Evicted? Kueue's watch shows job1 as the admission left it.
     answer = proxy.wait_answered(held_adm.flow, STEP)
@@ -89,7 +72,7 @@ def test_stuck_preemption(case):
         f"  job1 {key1}: {o.conditions_summary(w1)}\n"
         f"  job2 {ns}/{wl2['metadata']['name']}: {o.conditions_summary(w2)}\n"
         f"  Kueue logged 'Preemption already issued, waiting for observation' for job1 {waiting} times\n"
-        f"  proxy (plan {plan.name}): held {held_adm.label} at {held_adm.since:.3f}; "
+        f"  proxy (plan stuck-preemption): held {held_adm.label} at {held_adm.since:.3f}; "
         + "; ".join(f"{rid} released at {ev['ts']:.3f} ({ev.get('why')})" for rid, ev in steps.items())
     )
 

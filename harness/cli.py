@@ -28,6 +28,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     versions.kueue_release(args.kueue_version)
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     art = Path(args.artifacts_dir or Path("artifacts") / run_id).resolve()
+    from harness.env import binaries
+    from harness.env.local import check_free_space
+
+    art.mkdir(parents=True, exist_ok=True)
+    # Foreseeable problems as one clear paragraph now, not as a fixture error inside pytest's report;
+    # building here also keeps Go's progress lines apart from the cases' output.
+    check_free_space(art)
+    binaries.ensure_all(args.kueue_version)
     targets = [str(CASES_DIR / c) for c in SEED_CASES]
     if args.k:
         targets += ["-k", args.k]

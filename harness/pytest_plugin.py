@@ -30,8 +30,7 @@ class InvariantViolation(AssertionError):
     """The invariant a case checks does not hold: the bug reproduced. Message = the evidence."""
 
 
-class FaultNotApplied(HarnessError):
-    """The planned fault did not happen the way the case needs (so no verdict can be drawn)."""
+from harness.seed import FaultNotApplied  # noqa: E402,F401 - re-exported for cases
 
 
 _VERDICTS_KEY = pytest.StashKey[dict]()

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness import objects as o
+from harness.errors import HarnessError
 from harness.waiting import wait_for
+
+
+class FaultNotApplied(HarnessError):
+    """The planned fault did not happen the way the case needs (so no verdict can be drawn)."""
 
 
 @dataclass(frozen=True)
@@ -75,3 +80,33 @@ def job_state(case, name: str) -> str:
     if spec.get("suspend"):
         return "suspended"
     return f"unsuspended (active={status.get('active', 0)})"
+
+
+def load_seed_plan(case, name: str) -> dict[str, Any]:
+    """Load the shipped plan cases/plans/<name>.yaml into the proxy, limited to the case's namespace.
+    Returns {rule id: RuleHandle}; the plan is recorded in the case's history."""
+    from harness.plans import load_plan
+
+    plan = load_plan(name, namespace=case.ns)
+    handles = case.proxy.load_plan(plan)
+    case.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
+    return handles
+
+
+def wait_plan_steps(case, rule_ids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
+    """Wait until each hold rule in `rule_ids` let its flow go; return each rule's "released" event.
+
+    Raises FaultNotApplied if a hold ended another way (its plan timeout, a fail) instead of its release
+    triggers: then the forced ordering did not happen and the case has no verdict. `timeout` in seconds
+    per rule.
+    """
+    out = {}
+    for rid in rule_ids:
+        ev = case.proxy.wait_event(lambda e, rid=rid: e["event"] in ("released", "hold_timeout", "failed")
+                                   and e.get("rule") == rid, timeout, f"plan rule {rid} to let its flow go")
+        if ev["event"] != "released" or not str(ev.get("why", "")).startswith("triggers"):
+            raise FaultNotApplied(f"plan rule {rid} did not end by its triggers ({ev['event']}: {ev.get('why')}), "
+                                  "so the forced ordering did not happen")
+        out[rid] = ev
+        case.record("plan_step", rule=rid, why=ev.get("why"), label=ev.get("label"))
+    return out

@@ -90,6 +90,22 @@ def check_port_free(port: int, what: str) -> None:
             ) from None
 
 
+#: Kueue's log alone grows by about 0.5 MB per second of "Preemption already issued" flood at V(3).
+MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
+def check_free_space(folder: Path, need: int = MIN_FREE_BYTES) -> None:
+    """Raise HarnessError if `folder`'s file system has less than `need` bytes free: a full disk mid-run
+    truncates Kueue's log and the proxy's events, the evidence the verdict rests on."""
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise HarnessError(
+            f"the artifacts folder {folder} has {free // 1024} KiB free; a run needs at least "
+            f"{need // (1024 * 1024)} MiB for Kueue's log, the proxy's events and the bundles. Free space there "
+            "or point --artifacts-dir (KUEUE_HARNESS_ARTIFACTS) at another file system."
+        )
+
+
 def runs_root() -> Path:
     """Where runs keep their state (keys, tokens, process records): <cache>/runs, mode 0700."""
     root = binaries.cache_root() / "runs"
@@ -198,6 +214,7 @@ class LocalEnvironment:
         state.mkdir(mode=0o700)
         artifacts = artifacts or Path("artifacts") / run_id
         artifacts.mkdir(parents=True, exist_ok=True)
+        check_free_space(artifacts)
         procs = ProcessGroup(state)
         ports = {
             "etcd": free_port(), "etcd_peer": free_port(), "apiserver": free_port(), "kcm": free_port(),

@@ -133,3 +133,23 @@ def test_parallel_workers_get_separate_environments(tmp_path, kueue_version):
     for n in notes:
         procs = json.loads((Path(n["state"]) / "processes.json").read_text())["procs"]
         assert not any(is_alive(r["pid"], r.get("start")) for r in procs)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {r.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_nearly_full_artifacts_disk_is_refused_before_anything_starts(small_tmpfs, kueue_version):
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--kueue-version", kueue_version,
+                        "--artifacts-dir", str(small_tmpfs / "run")], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "KiB free" in r.stderr and "--artifacts-dir" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
