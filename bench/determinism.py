@@ -96,7 +96,7 @@ def main() -> int:
     rows = []
     print(f"\nKueue {summary['kueue_version']}, {a.runs} runs per case, one environment "
           f"(ready in {summary['environment_ready_seconds']}s)")
-    print(f"time-to-verdict (ttv) = case setup without the environment start + call; first 10 runs and all")
+    print("time-to-verdict (ttv) = case setup without the environment start + call; first 10 runs and all")
     print(f"{'case':<38} {'expected':<10} {'as expected':>11} {'errors':>6} {'ttv med':>7} {'ttv max':>7}"
           f" {'(10) med':>8} {'(10) max':>8} {'teardown':>8}")
     for name, runs in by_case.items():

@@ -50,7 +50,7 @@ def test_stuck_preemption(case):
     # Did the late admission really remove Evicted? Kueue's watch shows job1 as the admission left it.
     answer = proxy.wait_answered(held_adm.flow, STEP)
     name1 = wl1["metadata"]["name"]
-    seen = [e for e in proxy.events() if e["event"] == "watch_event" and e.get("name") == name1
+    seen = [e for e in proxy.case_events() if e["event"] == "watch_event" and e.get("name") == name1
             and e.get("namespace") == ns and e.get("resource_version") == answer.get("resource_version")]
     if answer["status"] != 200 or not seen or seen[0]["conditions"].get("Evicted") == "True":
         raise FaultNotApplied(

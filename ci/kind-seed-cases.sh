@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the seed cases of kubernetes-sigs/kueue#11480 against Kueue's release manifests in a kind cluster,
 # Kueue's API traffic routed through the harness's proxy (pytest --target kind). The GitHub Actions
-# workflow ci/workflows/kind.yml calls this script; it runs the same way on a laptop with kind and Docker
+# workflow .github/workflows/kind.yml calls this script; it runs the same way on a laptop with kind and Docker
 # (or Podman with KIND_EXPERIMENTAL_PROVIDER=podman), Python 3.11 and make.
 #
 # usage: ci/kind-seed-cases.sh [--kueue-version vX.Y.Z] [--kind-cluster NAME] [--kind-image IMAGE]

@@ -25,7 +25,9 @@ SEED_CASES = ("test_stuck_preemption.py", "test_quota_oversubscription.py")
 def _cmd_run(args: argparse.Namespace) -> int:
     import pytest
 
-    versions.kueue_release(args.kueue_version)
+    local = args.target == "local"
+    if local:
+        versions.kueue_release(args.kueue_version)  # in a cluster, Kueue comes from its release manifests
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     art = Path(args.artifacts_dir or Path("artifacts") / run_id).resolve()
     from harness.env import binaries
@@ -35,13 +37,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # Foreseeable problems as one clear paragraph now, not as a fixture error inside pytest's report;
     # building here also keeps Go's progress lines apart from the cases' output.
     check_free_space(art)
-    binaries.ensure_all(args.kueue_version)
+    if local:
+        binaries.ensure_all(args.kueue_version)
     targets = [str(CASES_DIR / c) for c in SEED_CASES]
     if args.k:
         targets += ["-k", args.k]
     code = pytest.main([*targets, "-p", "no:cacheprovider", "-q", "-rN", f"--kueue-version={args.kueue_version}",
-                        f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}",
-                        *(["--keep-env"] if args.keep_env else [])])
+                        f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--target={args.target}",
+                        *(["--keep-env"] if args.keep_env else []), *args.pytest_args])
     summary = art / "summary.json"
     if summary.exists():
         data = json.loads(summary.read_text())
@@ -49,9 +52,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"(kube-apiserver {data['kubernetes_version']}, target {data['target']}):")
         print(f"  {'case':<40} {'verdict':<11} {'expected':<11} {'seconds':>7}")
         for c in data["cases"]:
-            print(f"  {c['case'].split('::')[-1]:<40} {c['verdict']:<11} {c.get('expected', ''):<11} {c['seconds']:>7.1f}")
-        print(f"Evidence: {art}  (summary.json, junit.xml, env/kueue.log, env/proxy-events.jsonl, "
-              "cases/<case>/history.jsonl)")
+            bundle = c.get("bundle") or c.get("evidence") or ""
+            rel = os.path.relpath(bundle, Path.cwd()) if bundle else ""
+            print(f"  {c['case'].split('::')[-1]:<40} {c['verdict']:<11} {c.get('expected', ''):<11} "
+                  f"{c['seconds']:>7.1f}  {rel}")
+        print(f"Evidence: {art}  (summary.json, junit.xml, env/ logs and proxy events; per case: report.md, "
+              "history.jsonl, flows, logs and a .tar.gz to attach to a bug report)")
     return 0 if code == 0 else 1
 
 
@@ -228,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--artifacts-dir", help="where the evidence goes (default artifacts/<run-id>)")
     r.add_argument("--keep-env", action="store_true", help="leave the environment running afterwards")
     r.add_argument("-k", help="only cases matching this pytest -k expression")
+    r.add_argument("--target", choices=("local", "kind", "kubeconfig"), default=os.environ.get("KUEUE_HARNESS_TARGET", "local"),
+                   help="where Kueue runs (docs/kind.md); kind/kubeconfig options go after `--` as pytest options, "
+                        "e.g. `-- --kind-cluster NAME`")
+    r.add_argument("pytest_args", nargs="*", help="extra pytest options after `--`")
     r.set_defaults(func=_cmd_run)
     b = sub.add_parser("build", help="build (or find in the cache) every real component")
     b.add_argument("--kueue-version", default=versions.DEFAULT_KUEUE_VERSION)

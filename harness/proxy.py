@@ -12,7 +12,6 @@ import json
 import secrets
 import shutil
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -96,6 +95,7 @@ class Proxy:
         self._events: list[dict[str, Any]] = []
         self.web_url: str | None = None
         self._next = 0
+        self._scope = 0  # index of the first event the current case may see (begin_case)
 
     @classmethod
     def start(cls, upstream: str, upstream_ca: Path | None, state: Path, artifacts: Path, procs: ProcessGroup,
@@ -116,6 +116,10 @@ class Proxy:
         `status$`: mitmproxy's `~u` sees the query string, and Kueue's patches carry `?fieldManager=…`)."""
         confdir = state / "mitmproxy"
         confdir.mkdir(mode=0o700, exist_ok=True)
+        # mitmproxy reloads a script whose file changes; a run uses its own copy, so editing the source
+        # tree during a run cannot swap the addon (and its rules and holds) out from under a case.
+        addon = state / ADDON.name
+        shutil.copyfile(ADDON, addon)
         token = secrets.token_urlsafe(24)
         pki.write_private(state / "control.token", token.encode())
         events = artifacts / "proxy-events.jsonl"
@@ -131,7 +135,7 @@ class Proxy:
                   if web_port else [_mitm_tool("mitmdump")]),
                 *(["--set", f"intercept={intercept}"] if intercept else []),
                 "-q", "--mode", f"reverse:{upstream}@{port}", "--listen-host", listen_host,
-                "-s", str(ADDON),
+                "-s", str(addon),
                 "--set", f"confdir={confdir}",
                 *(["--set", f"ssl_verify_upstream_trusted_ca={upstream_ca}"] if upstream_ca else []),
                 "--set", "connection_strategy=eager",
@@ -232,6 +236,16 @@ class Proxy:
     def remove_rule(self, rule_id: str) -> None:
         self._call("DELETE", f"/rules/{rule_id}")
 
+    def begin_case(self) -> None:
+        """From now on, waits see only events that happen from here on: a case must never be satisfied by
+        an event of an earlier case (rule ids such as "admission-job1" recur in every seed case)."""
+        self.events()
+        self._scope = len(self._events)
+
+    def case_events(self) -> list[dict[str, Any]]:
+        """The events since begin_case()."""
+        return self.events()[self._scope:]
+
     def events(self) -> list[dict[str, Any]]:
         """All proxy events so far (the same records as proxy-events.jsonl), fetched incrementally."""
         new = self._call("GET", f"/events?since={self._next}")
@@ -244,7 +258,7 @@ class Proxy:
         """Wait until a proxy event satisfies `pred`; return the first such event."""
 
         def probe() -> dict[str, Any] | None:
-            return next((e for e in self.events() if pred(e)), None)
+            return next((e for e in self.case_events() if pred(e)), None)
 
         return wait_for(probe, timeout=timeout, what=what, interval=0.05,
                         describe=lambda: [e for e in self._events[-5:]])

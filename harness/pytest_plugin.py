@@ -203,6 +203,8 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns)
     kueue_starts = kueue_env.kueue_starts()
+    if kueue_env.proxy is not None:
+        kueue_env.proxy.begin_case()
     yield ctx
     proxy = kueue_env.proxy
     problems: list[str] = []
@@ -231,9 +233,34 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
         if not kueue_env.kueue_alive() and hasattr(kueue_env, "restart_kueue"):
             kueue_env.restart_kueue()  # later cases get a working Kueue again
     _write_bundle(request, ctx, kueue_env, problems)
+    _delete_case_objects(ctx)
     if problems:
         # An error in teardown turns the case's verdict into "error", whatever the call phase said.
         raise HarnessError("; ".join(problems))
+
+
+def _delete_case_objects(ctx: CaseContext) -> None:
+    """Delete the case's namespace (its Jobs and Workloads) and its cluster-scoped Kueue objects, after
+    the evidence is written: a wedged ClusterQueue left behind keeps Kueue's scheduler logging
+    "Preemption already issued" every few milliseconds for the rest of the session. Best effort."""
+    from kubernetes.client.exceptions import ApiException
+
+    c = ctx.cluster
+    try:
+        for job in c.batch.list_namespaced_job(ctx.ns).items:
+            c.batch.delete_namespaced_job(job.metadata.name, ctx.ns, propagation_policy="Background")
+        for wl in c.list("Workload", ctx.ns):
+            c.custom.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ctx.ns, "workloads",
+                                                     wl["metadata"]["name"])
+        c.core.delete_namespace(ctx.ns)
+        for kind, plural in (("ClusterQueue", "clusterqueues"), ("ResourceFlavor", "resourceflavors"),
+                             ("WorkloadPriorityClass", "workloadpriorityclasses")):
+            for obj in c.list(kind):
+                if obj["metadata"]["name"].startswith(ctx.prefix):
+                    c.custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, obj["metadata"]["name"])
+        ctx.record("case_objects_deleted", namespace=ctx.ns)
+    except ApiException as e:
+        ctx.record("case_objects_not_deleted", error=f"{e.status} {e.reason}")
 
 
 #: Flow errors that are the client's doing, not the proxy's: client-go cancels watches and requests.

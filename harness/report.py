@@ -875,7 +875,7 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
     gates_text = ", ".join(f"{k}={str(v).lower()}" for k, v in gates.items()) if isinstance(gates, Mapping) and gates else "Kueue's defaults"
     if isinstance(gates, Mapping):
         gates_text += " (all others: Kueue's defaults)"
-    agree = "agrees" if verdict == recorded else f"**differs** from the run's verdict"
+    agree = "agrees" if verdict == recorded else "**differs** from the run's verdict"
     out = [f"# {case_short}: {recorded}", ""]
     rows = [
         ["verdict", f"**{recorded}** (expected: {meta.get('expected', '?')}); offline re-check from history.jsonl: "

@@ -241,6 +241,9 @@ class KueueFaults:
         for h in list(self.holds.values()):
             h.decision = {"action": "release", "why": "proxy shutting down"}
             h.event.set()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
         self.log.write("proxy_done")
         self.log.close()
         self.flows_file.close()

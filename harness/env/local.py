@@ -15,7 +15,6 @@ import secrets
 import shutil
 import socket
 import ssl
-import subprocess
 import sys
 import time
 import urllib.request

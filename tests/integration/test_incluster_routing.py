@@ -539,7 +539,7 @@ def test_proxy_on_bridge_address_verified_like_kueues_kubeconfig(standin, kueue_
 
 # ---- the CI workflow ---------------------------------------------------------------------------------
 def test_ci_workflow_passes_actionlint():
-    """ci/workflows/kind.yml is a valid GitHub Actions workflow (actionlint, built from its Go module;
+    """.github/workflows/kind.yml is a valid GitHub Actions workflow (actionlint, built from its Go module;
     with shellcheck on PATH it also checks the `run:` scripts), and the script it calls passes shellcheck."""
     go_mod = ("module kueueharness.local/build/actionlint\n\ngo 1.25.0\n\n"
               "require github.com/rhysd/actionlint v1.7.12\n")
@@ -549,7 +549,7 @@ def test_ci_workflow_passes_actionlint():
             "github.com/rhysd/actionlint/cmd/actionlint", None, "", "KUEUE_HARNESS_ACTIONLINT"))
     except Exception as e:  # noqa: BLE001 - no Go / no module proxy: say so instead of failing
         pytest.skip(f"actionlint could not be built: {e}")
-    r = subprocess.run([str(actionlint), "-no-color", str(ROOT / "ci" / "workflows" / "kind.yml")],
+    r = subprocess.run([str(actionlint), "-no-color", str(ROOT / ".github" / "workflows" / "kind.yml")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     if shutil.which("shellcheck"):
