@@ -1,7 +1,8 @@
 """Proxy overhead, as ratios against a direct connection to kube-apiserver, on real components:
 
 1. added latency per request (p50, p99) for GET and PATCH of a Workload: the same requests, interleaved,
-   through `env.proxy.url` (trusting mitmproxy's CA) and to `env.api_url`, admin token, keep-alive;
+   through `env.proxy.url` (trusting mitmproxy's CA) and to `env.api_url`, admin token, keep-alive; and,
+   as a floor, through a second mitmdump with the same options but without the addon;
 2. watch-event delivery lag (p50, p99): Workloads created directly; arrival of their ADDED events on a
    watch through the proxy vs on a direct watch, both against the time the create was sent;
 3. Kueue's admission throughput with Kueue's traffic through the proxy vs direct (`with_proxy=False`):
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import ssl
 import statistics
 import sys
@@ -161,22 +163,58 @@ def small_job(name: str, ns: str) -> dict[str, Any]:
 
 
 # ---- 1. latency ----------------------------------------------------------------------------------
-def latency(env: LocalEnvironment, cluster: o.Cluster, n: int, warmup: int = 30, ns: str = "bench-latency") -> dict[str, Any]:
+def start_bare_mitmdump(env: LocalEnvironment) -> tuple[str, Path]:
+    """A second mitmdump in front of the same kube-apiserver with the harness's options but no addon
+    (no classification, rules, event log or flow file): the floor mitmproxy itself sets. Recorded in the
+    environment's process group, so env.stop() stops it. Returns (url, CA file)."""
+    from harness.env.local import free_port
+    from harness.proxy import _mitm_tool  # noqa: PLC2701 - the same binary the harness runs
+
+    port = free_port()
+    confdir = env.state / "mitmproxy-bare"
+    confdir.mkdir(mode=0o700, exist_ok=True)
+    env.procs.start("bare-mitmdump", [
+        _mitm_tool("mitmdump"), "-q", "--mode", f"reverse:{env.api_url}@{port}", "--listen-host", "127.0.0.1",
+        "--set", f"confdir={confdir}", "--set", f"ssl_verify_upstream_trusted_ca={env.ca_file}",
+        "--set", "connection_strategy=eager",
+    ], env.artifacts / "bare-mitmdump.log")
+    ca = confdir / "mitmproxy-ca-cert.pem"
+    url = f"https://127.0.0.1:{port}"
+
+    def up() -> bool:
+        if not ca.exists():
+            return False
+        Client(url, ca, env.admin_token, timeout=2).request("GET", "/readyz")
+        return True
+
+    wait_for(up, timeout=30, what="the bare mitmdump", interval=0.2)
+    return url, ca
+
+
+def latency(env: LocalEnvironment, cluster: o.Cluster, n: int, warmup: int = 30, ns: str = "bench-latency",
+            bare: bool = False) -> dict[str, Any]:
+    """GET and PATCH (merge patch of an annotation) of one admitted Workload, `n` each per mode after
+    `warmup`, modes interleaved in rotating order. `bare`: also through a mitmdump without the addon."""
     queues(cluster, ns, f"{ns}-cq")
     cluster.create(small_job("lat", ns))
     wl = wait_for(lambda: cluster.workload_for_job(ns, "lat"), timeout=30, what="the Workload of Job lat")
     path = f"{WL_PATH.format(ns=ns)}/{wl['metadata']['name']}"
     wait_for(lambda: o.is_true(cluster.get("Workload", wl["metadata"]["name"], ns), "QuotaReserved"), timeout=60,
              what="Workload lat admitted")
-    direct = Client(env.api_url, env.ca_file, env.admin_token)
-    proxied = Client(env.proxy.url, env.proxy.ca_file, env.admin_token)
-    times: dict[str, dict[str, list[float]]] = {m: {"direct": [], "proxy": []} for m in ("GET", "PATCH")}
-    size = len(direct.request("GET", path)[1])
+    clients = {"direct": Client(env.api_url, env.ca_file, env.admin_token),
+               "proxy": Client(env.proxy.url, env.proxy.ca_file, env.admin_token)}
+    if bare:
+        url, ca = start_bare_mitmdump(env)
+        clients["bare_mitmdump"] = Client(url, ca, env.admin_token)
+    times: dict[str, dict[str, list[float]]] = {m: {k: [] for k in clients} for m in ("GET", "PATCH")}
+    size = len(clients["direct"].request("GET", path)[1])
     seq = 0
+    names = list(clients)
     try:
         for i in range(warmup + n):
             for method in ("GET", "PATCH"):
-                order = (("direct", direct), ("proxy", proxied)) if i % 2 == 0 else (("proxy", proxied), ("direct", direct))
+                k = i % len(names)
+                order = [(m, clients[m]) for m in names[k:] + names[:k]]  # rotate who goes first
                 for mode, c in order:
                     seq += 1
                     if method == "GET":
@@ -189,8 +227,10 @@ def latency(env: LocalEnvironment, cluster: o.Cluster, n: int, warmup: int = 30,
                     if i >= warmup:
                         times[method][mode].append(dt * 1000.0)
     finally:
-        direct.close()
-        proxied.close()
+        for c in clients.values():
+            c.close()
+        if bare:
+            env.procs.stop("bare-mitmdump")
     out: dict[str, Any] = {"requests_per_mode": n, "warmup": warmup, "workload_bytes": size}
     for method, m in times.items():
         d, p = summary(m["direct"]), summary(m["proxy"])
@@ -199,6 +239,14 @@ def latency(env: LocalEnvironment, cluster: o.Cluster, n: int, warmup: int = 30,
             "added_ms_p50": round(p["p50"] - d["p50"], 3), "added_ms_p99": round(p["p99"] - d["p99"], 3),
             "ratio_p50": round(p["p50"] / d["p50"], 2), "ratio_p99": round(p["p99"] / d["p99"], 2),
         }
+        if "bare_mitmdump" in m:
+            b_ = summary(m["bare_mitmdump"])
+            out[method].update({
+                "bare_mitmdump_ms": b_, "bare_added_ms_p50": round(b_["p50"] - d["p50"], 3),
+                "bare_added_ms_p99": round(b_["p99"] - d["p99"], 3),
+                "addon_share_of_added_p50": round((p["p50"] - b_["p50"]) / (p["p50"] - d["p50"]), 2)
+                if p["p50"] != d["p50"] else None,
+            })
     return out
 
 
@@ -272,6 +320,21 @@ def watch_lag(env: LocalEnvironment, cluster: o.Cluster, n: int, gap: float = 0.
 
 
 # ---- 3. admission throughput -----------------------------------------------------------------------
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(env: LocalEnvironment) -> dict[str, float]:
+    """utime+stime so far of each component process (from /proc), in seconds."""
+    out = {}
+    for name, (proc, _) in env.procs.procs.items():
+        try:
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[name] = (int(fields[11]) + int(fields[12])) / _TICK
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 def admission_run(env: LocalEnvironment, cluster: o.Cluster, n: int, tag: str, timeout: float) -> dict[str, Any]:
     """Create `n` small Jobs as fast as one client can; time until all their Workloads are QuotaReserved."""
     ns, cq = f"tp-{tag}", f"tp-{tag}-cq"
@@ -304,6 +367,7 @@ def admission_run(env: LocalEnvironment, cluster: o.Cluster, n: int, tag: str, t
                  on_line, f"watch-{tag}")
     created: dict[str, float] = {}
     before = load()
+    cpu0 = cpu_seconds(env)
     try:
         w.start()
         if not w.opened.wait(30) or w.error:
@@ -318,6 +382,7 @@ def admission_run(env: LocalEnvironment, cluster: o.Cluster, n: int, tag: str, t
         t_created = time.time()
         finished = done.wait(timeout)
         t_end = time.time()
+        cpu1 = cpu_seconds(env)
     finally:
         w.stop()
         direct.close()
@@ -332,6 +397,10 @@ def admission_run(env: LocalEnvironment, cluster: o.Cluster, n: int, tag: str, t
         "jobs_per_second": round(n / (last - t0), 2), "create_seconds": round(t_created - t0, 3),
         "job_to_quota_reserved_s": summary(per_job), "job_to_workload_seen_s": summary(wl_created),
         "load_before": before, "load_after": load(), "waited_seconds": round(t_end - t0, 3),
+        # CPU seconds each component used from the first create to the last QuotaReserved (+ the wait's slack),
+        # and as a share of one core over that time: mitmdump is one Python thread, so ~1.0 means saturated.
+        "cpu_seconds": {k: round(cpu1[k] - cpu0[k], 2) for k in cpu1 if k in cpu0},
+        "cpu_share_of_one_core": {k: round((cpu1[k] - cpu0[k]) / (t_end - t0), 2) for k in cpu1 if k in cpu0},
     }
 
 
@@ -390,6 +459,8 @@ def main() -> int:
     ap.add_argument("--kueue-qps", type=int, default=None, help="Kueue clientConnection qps (burst 2x)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--no-bare", action="store_true", help="skip the mitmdump-without-addon latency comparison")
+    ap.add_argument("--tag", default="", help="suffix for the results file name (e.g. smoke)")
     a = ap.parse_args()
     if not (1 <= a.requests <= 5000 and 1 <= a.watch_events <= 2000 and 1 <= a.jobs <= 1000 and 1 <= a.rounds <= 5):
         ap.error("bounds: --requests 1..5000, --watch-events 1..2000, --jobs 1..1000, --rounds 1..5")
@@ -408,13 +479,17 @@ def main() -> int:
             cluster = o.Cluster(env.api_client())
             if first:
                 first = False
-                res["latency"] = latency(env, cluster, a.requests)
+                res["latency"] = latency(env, cluster, a.requests, bare=not a.no_bare)
                 for m in ("GET", "PATCH"):
                     L = res["latency"][m]
                     print(f"{m:<5} direct p50 {L['direct_ms']['p50']:.2f} ms p99 {L['direct_ms']['p99']:.2f} ms | "
                           f"proxy p50 {L['proxy_ms']['p50']:.2f} ms p99 {L['proxy_ms']['p99']:.2f} ms | "
                           f"added p50 {L['added_ms_p50']:+.2f} ms p99 {L['added_ms_p99']:+.2f} ms | "
                           f"ratio p50 {L['ratio_p50']:.2f}x p99 {L['ratio_p99']:.2f}x", flush=True)
+                    if "bare_mitmdump_ms" in L:
+                        print(f"      mitmdump without the addon: p50 {L['bare_mitmdump_ms']['p50']:.2f} ms "
+                              f"(added p50 {L['bare_added_ms_p50']:+.2f} ms, p99 {L['bare_added_ms_p99']:+.2f} ms)",
+                              flush=True)
                 res["watch"] = watch_lag(env, cluster, a.watch_events)
                 W = res["watch"]
                 print(f"watch lag: direct p50 {W['direct_lag_ms']['p50']:.2f} ms p99 {W['direct_lag_ms']['p99']:.2f} ms | "
@@ -429,7 +504,8 @@ def main() -> int:
                 print(f"admission {mode:<6} round {i // 2 + 1}: {a.jobs} Jobs QuotaReserved in "
                       f"{r['seconds_to_all_reserved']:.2f}s ({r['jobs_per_second']:.1f}/s; creates took "
                       f"{r['create_seconds']:.2f}s; job→QuotaReserved p50 {r['job_to_quota_reserved_s']['p50']:.2f}s) "
-                      f"load {r['load_before']['loadavg_1m']}", flush=True)
+                      f"load {r['load_before']['loadavg_1m']}; CPU share of one core: "
+                      + ", ".join(f"{k} {v:.2f}" for k, v in r["cpu_share_of_one_core"].items()), flush=True)
             if a.profile and mode == "proxy" and "profile" not in res:
                 res["profile"] = proxy_profile(env, cluster, a, art)
         finally:
@@ -446,7 +522,7 @@ def main() -> int:
         "proxy_p50_added_ms_le_1": {m: res["latency"][m]["added_ms_p50"] <= 1.0 for m in ("GET", "PATCH")},
         "throughput_ratio_ge_0.9": res.get("throughput", {}).get("ratio_proxy_vs_direct", 0) >= 0.9 if modes else None,
     }
-    write_result("proxy-overhead" + (f"-qps{a.kueue_qps}" if a.kueue_qps else ""), res)
+    write_result("proxy-overhead" + (f"-qps{a.kueue_qps}" if a.kueue_qps else "") + (f"-{a.tag}" if a.tag else ""), res)
     return 0
 
 

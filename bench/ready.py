@@ -89,6 +89,7 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="profile one extra start with py-spy (not counted)")
     ap.add_argument("--libyaml", action="store_true",
                     help="experiment: parse Kueue's manifests with libyaml (yaml.CSafeLoader) in this process")
+    ap.add_argument("--tag", default="", help="suffix for the results file name (e.g. smoke)")
     a = ap.parse_args()
     if a.libyaml:
         import yaml
@@ -139,7 +140,7 @@ def main() -> int:
     }
     if a.profile:
         result["profile"] = profile_start(a, art)
-    write_result("ready" + ("-libyaml" if a.libyaml else ""), result)
+    write_result("ready" + ("-libyaml" if a.libyaml else "") + (f"-{a.tag}" if a.tag else ""), result)
     return 0
 
 

@@ -63,6 +63,7 @@ def test_stuck_preemption(case):
         case.record("verdict", invariant="liveness", held=True)
         return
     key1 = f"{ns}/{name1}"
+    t0 = case.history.started
     waiting = kueue_log.count(case.env.kueue_log, kueue_log.PREEMPTION_WAITING, targetWorkload=key1)
     w1, w2 = seed.workload(case, wl1), seed.workload(case, wl2)
     case.record("verdict", invariant="liveness", held=False, preemption_waiting_lines=waiting)
@@ -72,8 +73,9 @@ def test_stuck_preemption(case):
         f"  job1 {key1}: {o.conditions_summary(w1)}\n"
         f"  job2 {ns}/{wl2['metadata']['name']}: {o.conditions_summary(w2)}\n"
         f"  Kueue logged 'Preemption already issued, waiting for observation' for job1 {waiting} times\n"
-        f"  proxy (plan stuck-preemption): held {held_adm.label} at {held_adm.since:.3f}; "
-        + "; ".join(f"{rid} released at {ev['ts']:.3f} ({ev.get('why')})" for rid, ev in steps.items())
+        f"  proxy (plan stuck-preemption), seconds since the case started: held {held_adm.label} at "
+        f"{held_adm.since - t0:.3f}s; "
+        + "; ".join(f"{rid} released at {ev['ts'] - t0:.3f}s ({ev.get('why')})" for rid, ev in steps.items())
     )
 
 

@@ -25,6 +25,7 @@ SEED_CASES = ("test_stuck_preemption.py", "test_quota_oversubscription.py")
 def _cmd_run(args: argparse.Namespace) -> int:
     import pytest
 
+    args.kueue_version = versions.normalize(args.kueue_version)
     local = args.target == "local"
     if local:
         versions.kueue_release(args.kueue_version)  # in a cluster, Kueue comes from its release manifests
@@ -42,7 +43,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     targets = [str(CASES_DIR / c) for c in SEED_CASES]
     if args.k:
         targets += ["-k", args.k]
-    code = pytest.main([*targets, "-p", "no:cacheprovider", "-q", "-rN", f"--kueue-version={args.kueue_version}",
+    code = pytest.main([*targets, "-p", "no:cacheprovider", "-qq", "-rN", "--no-verdict-table", f"--kueue-version={args.kueue_version}",
                         f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--target={args.target}",
                         *(["--keep-env"] if args.keep_env else []), *args.pytest_args])
     summary = art / "summary.json"
@@ -73,7 +74,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_up(args: argparse.Namespace) -> int:
     from harness import session
 
-    versions.kueue_release(args.kueue_version)
+    args.kueue_version = versions.kueue_release(args.kueue_version).version
     if args.plan:
         from harness.plans import load_plan
 
@@ -225,6 +226,12 @@ def _cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+def _shipped_plans() -> str:
+    from harness.plans import PLANS_DIR
+
+    return ", ".join(sorted(f.stem for f in PLANS_DIR.glob("*.yaml")))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kueue-harness", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -240,15 +247,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("pytest_args", nargs="*", help="extra pytest options after `--`")
     r.set_defaults(func=_cmd_run)
     b = sub.add_parser("build", help="build (or find in the cache) every real component")
-    b.add_argument("--kueue-version", default=versions.DEFAULT_KUEUE_VERSION)
+    b.add_argument("--kueue-version", default=versions.DEFAULT_KUEUE_VERSION,
+                   help=f"Kueue version to build with the rest (runnable: {', '.join(versions.KUEUE_RELEASES)})")
     b.set_defaults(func=_cmd_build)
     v = sub.add_parser("versions", help="pinned component versions and the Kueue versions a known bug affects")
     v.set_defaults(func=_cmd_versions)
     u = sub.add_parser("up", help="start a local environment + proxy and leave it running (manual sessions)")
     u.add_argument("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
                    help=f"Kueue version (served: {', '.join(versions.KUEUE_RELEASES)})")
-    u.add_argument("--plan", help="a fault plan to load at start (a file, or a shipped name: stuck-preemption, "
-                                  "quota-oversubscription)")
+    u.add_argument("--plan", help="a fault plan to load at start (a file, or a shipped name: "
+                                  f"{_shipped_plans()})")
     u.add_argument("--ui", action="store_true", help="run mitmweb (UI on loopback) instead of mitmdump")
     u.add_argument("--intercept", help="with --ui: a mitmproxy filter whose flows the UI pauses, "
                                        "e.g. '~q & ~m PATCH & ~u /workloads/[^/]+/status\\b' (~u sees the query string, "
@@ -273,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     pl = sub.add_parser("plan", help="fault plans")
     plsub = pl.add_subparsers(dest="plan_cmd", required=True)
     pll = plsub.add_parser("load", help="validate a plan and load it into the running proxy (all or nothing)")
-    pll.add_argument("file", help="plan file, or a shipped name (stuck-preemption, quota-oversubscription)")
+    pll.add_argument("file", help=f"plan file, or a shipped name ({_shipped_plans()})")
     pll.add_argument("--namespace", help="act only on this namespace (rules that name none)")
     pll.set_defaults(func=_cmd_plan_load)
     plc = plsub.add_parser("clear", help="remove every loaded rule (held flows stay held until released)")

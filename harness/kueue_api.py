@@ -118,7 +118,8 @@ class KueueWrite:
         """"admission ns/name (kueue-admission, loose)" — a label for logs and diagrams."""
         mode = "strict" if self.strict else "loose"
         who = self.field_manager or self.patch_type or self.method
-        return f"{self.write} {self.namespace}/{self.name} ({who}, {mode})"
+        obj = f"{self.namespace}/{self.name}" if self.namespace else str(self.name)
+        return f"{self.write} {obj} ({who}, {mode})"
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)

@@ -8,6 +8,7 @@ with the Workloads.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable
 
 from harness import checks
@@ -30,6 +31,7 @@ class InvariantMonitor:
         self.open_quota: dict[tuple, checks.QuotaFinding] = {}
         self.open_mismatch: dict[tuple, checks.StatusMismatch] = {}
         self.ever_violated: list[checks.QuotaFinding] = []
+        self.first_violation_at: float | None = None  # epoch seconds
         self.ever_mismatched: list[checks.StatusMismatch] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -96,6 +98,8 @@ class InvariantMonitor:
         for k, f in found.items():
             if k not in self.open_quota:
                 self.ever_violated.append(f)
+                if self.first_violation_at is None:
+                    self.first_violation_at = time.time()
                 self.record("quota_violation_started", source="monitor", finding=f.describe(),
                             used_milli=f.used_milli, allowed_milli=f.allowed_milli, workloads=list(f.workloads))
         for k, f in self.open_quota.items():

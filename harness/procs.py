@@ -11,12 +11,15 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
+
+from harness.waiting import WaitTimeout, wait_for
 
 
 _PR_SET_PDEATHSIG = 1
@@ -163,13 +166,18 @@ def reap_stale(runs_root: Path, say: Callable[[str], None] = lambda s: None) -> 
             # Without a recorded start time the pid may be anyone's now: never reap by pid alone.
             if r.get("start") is not None and is_alive(r["pid"], r["start"]):
                 _signal_group(r["pgid"], signal.SIGTERM)
-                deadline = time.monotonic() + 5
-                while time.monotonic() < deadline and is_alive(r["pid"], r.get("start")):
-                    time.sleep(0.1)  # bounded: at most 5 s per leftover before SIGKILL
+                try:
+                    wait_for(lambda r=r: not is_alive(r["pid"], r["start"]), timeout=5,
+                             what=f"leftover {r['name']} to exit on SIGTERM")
+                except WaitTimeout:
+                    pass  # SIGKILL below
                 _signal_group(r["pgid"], signal.SIGKILL)
                 here.append(f"{r['name']} {r['pid']}")
         data["procs"] = []
         f.write_text(json.dumps(data, indent=1))
+        if not any(p for p in f.parent.iterdir() if p.name != "processes.json"):
+            # A finished run whose secrets stop() already removed: nothing left worth keeping.
+            shutil.rmtree(f.parent, ignore_errors=True)
         if here:
             say(f"reaped processes left by an earlier run ({f.parent.name}): {', '.join(here)}")
         reaped += here

@@ -190,7 +190,8 @@ class Proxy:
         finally:
             conn.close()
         if r.status >= 300:
-            raise ProxyError(f"proxy control {method} {path} answered {r.status}: {payload}")
+            reason = payload.get("error") if isinstance(payload, dict) else payload
+            raise ProxyError(f"the proxy refused {method} {path} ({r.status}): {reason}")
         return payload
 
     def state(self) -> dict[str, Any]:

@@ -45,6 +45,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>)")
     g.addoption("--keep-env", action="store_true", default=False,
                 help="leave the environment running after the session (prints how to reach it)")
+    g.addoption("--no-verdict-table", action="store_true", default=False,
+                help="do not print the verdict table (kueue-harness run prints its own)")
     g.addoption("--repeat", type=int, default=1,
                 help="run every case N times in the same environment (determinism measurements)")
     # Targets other than local: harness/env/incluster.py, harness/env/kind.py, docs/kind.md.
@@ -328,9 +330,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     ctx: CaseContext | None = getattr(item, "_kh_case", None)
     entry = verdicts.setdefault(item.nodeid, {
         "case": item.nodeid, "kueue_version": item.config.option.kueue_version, "verdict": "error",
-        "expected": _expected(item), "seconds": 0.0, "detail": "",
+        "expected": _expected(item), "seconds": 0.0, "setup_seconds": 0.0, "teardown_seconds": 0.0,
+        "detail": "",
     })
-    entry["seconds"] = round(entry["seconds"] + rep.duration, 2)
+    # "seconds" is the time to verdict (the case's own run); environment start-up (setup of the first
+    # case) and evidence writing (teardown) are kept apart so the figures compare across cases.
+    key = {"call": "seconds", "setup": "setup_seconds", "teardown": "teardown_seconds"}[rep.when]
+    entry[key] = round(entry[key] + rep.duration, 2)
     if ctx is not None:
         entry["evidence"] = str(ctx.dir)
     if rep.when == "call":
@@ -369,7 +375,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     verdicts = config.stash.get(_VERDICTS_KEY, {})
-    if not verdicts:
+    if not verdicts or config.getoption("--no-verdict-table"):
         return
     tr = terminalreporter
     tr.section("kueue-harness verdicts")

@@ -39,6 +39,7 @@ class KueueRelease:
 #: Kueue versions this harness is pinned to and has run. Other tags the Go module proxy serves are
 #: listed in the README (measured with `go list -m sigs.k8s.io/kueue@<tag>`), but are not run.
 KUEUE_RELEASES: dict[str, KueueRelease] = {
+    "v0.16.6": KueueRelease("v0.16.6"),
     "v0.17.0": KueueRelease("v0.17.0"),
     "v0.17.1": KueueRelease("v0.17.1"),
 }
@@ -77,19 +78,24 @@ KNOWN_BUGS: dict[str, KnownBug] = {
 }
 
 
+def normalize(version: str) -> str:
+    """"0.17.0" -> "v0.17.0" (module tags carry the v; users often leave it out)."""
+    version = version.strip()
+    return version if version.startswith("v") else "v" + version
+
+
 def kueue_release(version: str) -> KueueRelease:
     """Return the pinned release for `version`.
 
     Raises UnservedVersion listing the versions this harness runs when `version` is not one of them.
     """
-    if not version.startswith("v"):
-        version = "v" + version
+    version = normalize(version)
     try:
         return KUEUE_RELEASES[version]
     except KeyError:
         served = ", ".join(KUEUE_RELEASES)
         raise UnservedVersion(
-            f"Kueue {version} is not a version this harness runs. Served here: {served}. "
+            f"Kueue {version} is not a version this harness runs. Runnable here: {served}. "
             "The Go module proxy reachable from this machine serves only some Kueue tags "
             "(see README, 'Kueue versions'); pick one of the runnable ones with --kueue-version. To run "
             "another tag the proxy serves (`go list -m sigs.k8s.io/kueue@<tag>`), add it to KUEUE_RELEASES "

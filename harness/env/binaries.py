@@ -236,7 +236,7 @@ def build(target: GoTarget, progress: Progress = _default_progress) -> Path:
 
 def kueue(version: str, progress: Progress = _default_progress) -> Path:
     """The Kueue manager binary for `version` (e.g. "v0.17.0"). Raises UnservedVersion, BuildError."""
-    versions.kueue_release(version)
+    version = versions.kueue_release(version).version
     return build(_kueue_target(version), progress)
 
 
@@ -301,7 +301,7 @@ class Binaries:
 
 def ensure_all(kueue_version: str, progress: Progress = _default_progress) -> Binaries:
     """Build (or find) every component for `kueue_version`. Raises UnservedVersion, BuildError."""
-    versions.kueue_release(kueue_version)
+    kueue_version = versions.kueue_release(kueue_version).version
     return Binaries(
         kueue=kueue(kueue_version, progress),
         kueue_source=kueue_source(kueue_version),

@@ -202,7 +202,7 @@ class LocalEnvironment:
         Raises UnservedVersion, BuildError, PortInUse, EnvironmentNotReady (with the log tail of the
         component that failed). On failure everything started so far is stopped again.
         """
-        versions.kueue_release(kueue_version)
+        kueue_version = versions.kueue_release(kueue_version).version
         reap_stale(runs_root(), say)
         for port, what in ((proxy_port, "proxy"), (control_port, "proxy control channel")):
             if port:
@@ -546,4 +546,8 @@ class LocalEnvironment:
             self._api.close()
             self._api = None
         self.procs.stop_all()
-        shutil.rmtree(self.state / "etcd-data", ignore_errors=True)
+        # Keys, tokens, kubeconfigs and etcd's data go; only the (secret-free) process record stays, for
+        # the next start's reap_stale(), which then removes the folder.
+        for child in self.state.iterdir():
+            if child.name != "processes.json":
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
