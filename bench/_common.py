@@ -65,7 +65,7 @@ def tree() -> dict[str, Any]:
             return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
-    dirty = [l[3:] for l in git("status", "--porcelain", "--", "harness", "proxy_addons").splitlines()]
+    dirty = [l[3:] for l in git("status", "--porcelain", "--", "harness", "proxy_addons", "cases").splitlines()]
     return {"head": git("rev-parse", "--short", "HEAD"), "uncommitted": dirty}
 
 

@@ -28,6 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = ["cases/test_stuck_preemption.py", "cases/test_quota_oversubscription.py"]
 
 
+def _tree() -> dict:
+    """HEAD and uncommitted harness/addon/case files (others edit the tree while benchmarks run)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from _common import tree
+
+    return tree()
+
+
 class PhaseTimes:
     """pytest plugin: each item's setup/call/teardown durations, and how much of its setup went into
     session-scoped fixtures (the environment start), so time-to-verdict can leave that out."""
@@ -124,7 +132,7 @@ def main() -> int:
                                "session_fixture_setup_seconds": {k: round(v, 2) for k, v in phases.session_fixture_setup.items()},
                                "loadavg_1m_samples": sampler.samples,
                                "loadavg_1m_median": statistics.median(sampler.samples) if sampler.samples else None,
-                               "cpus": os.cpu_count()}, indent=2))
+                               "cpus": os.cpu_count(), "tree": _tree()}, indent=2))
     print(f"written: {out}")
     return 0 if all(r["as_expected"] == r["runs"] for r in rows) else 1
 

@@ -14,6 +14,9 @@
         [--rounds 1] [--kueue-qps N] [--profile] [--skip-throughput]
 
 `--kueue-qps N` sets Kueue's clientConnection qps=N, burst=2N (Kueue's default is qps 20, burst 30).
+`--release-config` runs Kueue with the clientConnection (qps 50, burst 100) and controller.groupKindConcurrency
+(Job.batch 5, Workload 5, ...) of the Configuration in Kueue's release manifests; the harness's own config
+leaves both at Kueue's built-in defaults (qps 20, burst 30, one worker per controller).
 `--profile` adds, after the measured part in the proxy environment, an unmeasured pass (latency loop,
 watch and one admission run) under py-spy attached to mitmdump: the proxy's hot path.
 
@@ -405,8 +408,19 @@ def admission_run(env: LocalEnvironment, cluster: o.Cluster, n: int, tag: str, t
 
 
 # ---- driver --------------------------------------------------------------------------------------
-def start_env(version: str, art: Path, with_proxy: bool, qps: int | None, tag: str) -> LocalEnvironment:
-    overrides = {"clientConnection": {"qps": qps, "burst": 2 * qps}} if qps else None
+def release_config(version: str) -> dict[str, Any]:
+    """clientConnection and controller (groupKindConcurrency) of the Configuration Kueue's release manifests
+    ship (config/components/manager/controller_manager_config.yaml of the Kueue module)."""
+    import yaml
+
+    from harness.env import binaries
+
+    f = binaries.kueue_source(version) / "config" / "components" / "manager" / "controller_manager_config.yaml"
+    cfg = yaml.safe_load(f.read_text())
+    return {k: cfg[k] for k in ("clientConnection", "controller") if k in cfg}
+
+
+def start_env(version: str, art: Path, with_proxy: bool, overrides: dict[str, Any] | None, tag: str) -> LocalEnvironment:
     return LocalEnvironment.start(version, artifacts=art / tag, say=quiet_say(f"[bench {tag}]"),
                                   with_proxy=with_proxy, kueue_config_overrides=overrides)
 
@@ -460,14 +474,21 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--no-bare", action="store_true", help="skip the mitmdump-without-addon latency comparison")
+    ap.add_argument("--release-config", action="store_true",
+                    help="run Kueue with the clientConnection and groupKindConcurrency of its release manifests")
     ap.add_argument("--tag", default="", help="suffix for the results file name (e.g. smoke)")
     a = ap.parse_args()
     if not (1 <= a.requests <= 5000 and 1 <= a.watch_events <= 2000 and 1 <= a.jobs <= 1000 and 1 <= a.rounds <= 5):
         ap.error("bounds: --requests 1..5000, --watch-events 1..2000, --jobs 1..1000, --rounds 1..5")
     art = ROOT / "artifacts" / f"bench-proxy-{time.strftime('%Y%m%d-%H%M%S')}"
+    overrides: dict[str, Any] = {}
+    if a.release_config:
+        overrides.update(release_config(a.kueue_version))
+    if a.kueue_qps:
+        overrides["clientConnection"] = {"qps": a.kueue_qps, "burst": 2 * a.kueue_qps}
     res: dict[str, Any] = {"kueue_version": a.kueue_version, "kubernetes_version": versions.KUBERNETES_VERSION,
-                           "kueue_client_qps": a.kueue_qps or "default (20, burst 30)", "artifacts": str(art),
-                           "load_start": load()}
+                           "kueue_config_overrides": overrides or "none (Kueue defaults: qps 20, burst 30, "
+                           "one worker per controller)", "artifacts": str(art), "load_start": load()}
     throughput: dict[str, list[dict[str, Any]]] = {"proxy": [], "direct": []}
     modes = [] if a.skip_throughput else [m for _ in range(a.rounds) for m in ("proxy", "direct")]
     first = True
@@ -475,7 +496,7 @@ def main() -> int:
     for i, mode in enumerate(modes or ["proxy"]):
         env = None
         try:
-            env = start_env(a.kueue_version, art, mode == "proxy", a.kueue_qps, f"{mode}{i}")
+            env = start_env(a.kueue_version, art, mode == "proxy", overrides, f"{mode}{i}")
             cluster = o.Cluster(env.api_client())
             if first:
                 first = False
@@ -522,7 +543,8 @@ def main() -> int:
         "proxy_p50_added_ms_le_1": {m: res["latency"][m]["added_ms_p50"] <= 1.0 for m in ("GET", "PATCH")},
         "throughput_ratio_ge_0.9": res.get("throughput", {}).get("ratio_proxy_vs_direct", 0) >= 0.9 if modes else None,
     }
-    write_result("proxy-overhead" + (f"-qps{a.kueue_qps}" if a.kueue_qps else "") + (f"-{a.tag}" if a.tag else ""), res)
+    write_result("proxy-overhead" + ("-release-config" if a.release_config else "")
+                 + (f"-qps{a.kueue_qps}" if a.kueue_qps else "") + (f"-{a.tag}" if a.tag else ""), res)
     return 0
 
 

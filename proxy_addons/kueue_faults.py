@@ -227,7 +227,10 @@ class KueueFaults:
             self._check_triggers()
         if kueue_api.is_watch(flow.request.path):
             self.log.write("watch_closed", flow=seq, path=flow.request.path)
-        self.flows_file.save(flow, seq, write.summary() if write is not None else None)
+        # Saved: Kueue's writes, anything a rule touched, and failed answers; not every GET and LIST
+        # (copying and redacting those was 13-17 % of the proxy's CPU: docs/benchmarks.md).
+        if write is not None or info.get("records") or (flow.response is not None and flow.response.status_code >= 400):
+            self.flows_file.save(flow, seq, write.summary() if write is not None else None)
         self._flows.pop(flow.id, None)
 
     def error(self, flow: http.HTTPFlow) -> None:

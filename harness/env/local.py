@@ -420,7 +420,8 @@ class LocalEnvironment:
         bases = self.bins.kueue_source / "config" / "components" / "crd" / "bases"
         names = []
         for f in sorted(bases.glob("*.yaml")):
-            for doc in yaml.safe_load_all(f.read_text()):
+            # libyaml when present: PyYAML's pure-Python parser spends ~2 s on Kueue's 1.6 MB of CRDs.
+            for doc in yaml.load_all(f.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
                 if doc:
                     ext.create_custom_resource_definition(doc)
                     names.append(doc["metadata"]["name"])
