@@ -114,11 +114,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
         procs = json.loads((Path(s["state"]) / "processes.json").read_text())["procs"]
     except (OSError, ValueError):
         procs = []
+    exited = [r["name"] for r in procs if not is_alive(r["pid"], r.get("start"))]
     for r in procs:
-        print(f"  {r['name']:<24} pid {r['pid']:<8} {'running' if is_alive(r['pid'], r.get('start')) else 'EXITED'}")
-    st = _attach().state()
-    print(f"  rules loaded: {len(st['rules'])}, holds: {len(st['holds'])}, proxy events: {st['events']}")
+        print(f"  {r['name']:<24} pid {r['pid']:<8} {'EXITED' if r['name'] in exited else 'running'}")
+    if "proxy" not in exited:
+        st = _attach().state()
+        print(f"  rules loaded: {len(st['rules'])}, holds: {len(st['holds'])}, proxy events: {st['events']}")
     print(f"  KUBECONFIG={s['admin_kubeconfig']}")
+    if exited:
+        print(f"{', '.join(exited)} exited: see {s['artifacts']}/env/ for its log; `kueue-harness down` ends the session")
+        return 1
     return 0
 
 
@@ -185,6 +190,8 @@ def _cmd_logs(args: argparse.Namespace) -> int:
     path = Path(args.file) if args.file else Path(s["kueue_log"]) if s else None
     if path is None:
         raise HarnessError("no session is running; pass --file artifacts/<run>/env/kueue.log to read a saved log")
+    if not path.is_file():
+        raise HarnessError(f"{path} is not a Kueue log file (artifacts/<run>/env/kueue.log)")
     shown = 0
     for line in kueue_log.lines(path):
         if args.grep and args.grep not in line.get("msg", ""):
@@ -307,6 +314,11 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as e:
         print(f"kueue-harness: {e}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:
+        # Folders that cannot be created or written (a file in the way, a read-only or full disk).
+        print(f"kueue-harness: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}. Check the path "
+              "and its permissions and free space, or choose another with --artifacts-dir.", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("kueue-harness: interrupted", file=sys.stderr)
         return 130

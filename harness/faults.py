@@ -9,6 +9,7 @@ harness and YAML plans (harness/plans.py) build the same classes, so no path can
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from functools import lru_cache
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,40 @@ ACTIONS = ("hold", "delay", "fail", "reset", "observe", "drop_watch_events")
 #: States of a rule's flow a trigger can wait for: "held" (for a response hold: kube-apiserver has
 #: answered), "released" (the proxy let it go), "answered" (the answer was delivered to Kueue).
 TRIGGER_STATES = ("held", "released", "answered")
+
+
+_RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def _nested_repeat(pattern: str) -> bool:
+    """True if `pattern` has an unbounded repeat (*, +, {n,}) inside another repeat: the shape behind
+    catastrophic backtracking. Uses the re module's own parser (re._parser, Python 3.11)."""
+    from re import _constants as c
+    from re import _parser as p
+
+    repeats = (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT))
+
+    def walk(items, inside: bool) -> bool:
+        for op, av in items:
+            if op in repeats:
+                lo, hi, sub = av
+                unbounded = hi == c.MAXREPEAT
+                if unbounded and inside:
+                    return True
+                if walk(sub, inside or unbounded):
+                    return True
+            elif op == c.SUBPATTERN:
+                if walk(av[-1], inside):
+                    return True
+            elif op == c.BRANCH:
+                if any(walk(b, inside) for b in av[1]):
+                    return True
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                if walk(av[1], inside):
+                    return True
+        return False
+
+    return walk(p.parse(pattern), False)
 
 
 class RuleError(ValueError):
@@ -87,6 +122,11 @@ class Match:
                 re.compile(m.path_regex)
             except re.error as e:
                 raise RuleError(f"match.path_regex: {e}") from None
+            if _nested_repeat(m.path_regex):
+                # The proxy matches on its event loop: a regex that backtracks exponentially would stall
+                # every request Kueue makes (found by trying `^(.+)+Z$`).
+                raise RuleError(f"match.path_regex: {m.path_regex!r} nests an unbounded repeat inside another "
+                                "(like (a+)+), which can backtrack for minutes; write it without the nesting")
         for k in ("name", "namespace"):
             glob = getattr(m, k)
             if glob and glob.count("[") != glob.count("]"):
@@ -196,7 +236,8 @@ class Release:
             raise RuleError(f"{where}.after: expected a list of triggers")
         d["after"] = tuple(Trigger.from_dict(t, f"{where}.after[{i}]") for i, t in enumerate(after))
         r = cls(**d)
-        if r.timeout is not None and (isinstance(r.timeout, bool) or not isinstance(r.timeout, (int, float)) or r.timeout <= 0):
+        if r.timeout is not None and (isinstance(r.timeout, bool) or not isinstance(r.timeout, (int, float))
+                                      or not math.isfinite(r.timeout) or r.timeout <= 0):
             raise RuleError(f"{where}.timeout: expected seconds > 0")
         if r.on_timeout not in ("release", "fail"):
             raise RuleError(f"{where}.on_timeout: {r.on_timeout!r} is not release or fail")
@@ -240,6 +281,10 @@ class Rule:
             raise RuleError("rule: `id` is required")
         if not isinstance(d["id"], str):
             raise RuleError(f"rule {d['id']!r}: id must be a string")
+        if not _RULE_ID.fullmatch(d["id"]):
+            # Ids travel in control-channel paths (DELETE /rules/<id>) and in file names of reports.
+            raise RuleError(f"rule {d['id']!r}: id must be letters, digits, '.', '_' or '-' (at most 63), "
+                            "starting with a letter or digit")
         d = dict(d)
         match = d.get("match") or {}
         if not isinstance(match, dict):
@@ -258,8 +303,8 @@ class Rule:
         for k, types in (("times", int), ("status", int), ("delay", (int, float)), ("max_hold", (int, float))):
             if k not in d or (k == "times" and d[k] is None):
                 continue
-            if isinstance(d[k], bool) or not isinstance(d[k], types):
-                raise RuleError(f"rule {d['id']}: {k} must be a number, got {d[k]!r}")
+            if isinstance(d[k], bool) or not isinstance(d[k], types) or not math.isfinite(d[k]):
+                raise RuleError(f"rule {d['id']}: {k} must be a finite number, got {d[k]!r}")
         r = cls(**d)
         if r.action not in ACTIONS:
             raise RuleError(f"rule {r.id}: action {r.action!r} is not one of {', '.join(ACTIONS)}")

@@ -29,6 +29,10 @@ _RELEASE_KEYS = {f.name for f in dataclasses.fields(Release)}
 _TRIGGER_KEYS = {f.name for f in dataclasses.fields(Trigger)}
 
 
+#: Plans are a handful of rules; a larger file is a mistake (or an attack on the loader).
+MAX_PLAN_BYTES = 1024 * 1024
+
+
 class PlanError(HarnessError):
     """A plan file is invalid. `str()` starts with `file:line:` and says what to change."""
 
@@ -133,6 +137,11 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     Raises PlanError ("file:line: …") on any problem; nothing is half-loaded.
     """
     try:
+        for ev in yaml.parse(text):
+            # Anchors and aliases can expand exponentially ("billion laughs"); a plan never needs them.
+            if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None):
+                raise PlanError(f"{source}:{ev.start_mark.line + 1}: YAML anchors and aliases are not allowed in "
+                                "a plan; write each value out")
         root = yaml.compose(text)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
@@ -207,8 +216,12 @@ def load_plan(path: str | Path, namespace: str | None = None) -> Plan:
     if not p.exists() and not p.suffix and (PLANS_DIR / f"{p}.yaml").exists():
         p = PLANS_DIR / f"{p}.yaml"
     try:
+        if p.stat().st_size > MAX_PLAN_BYTES:
+            raise PlanError(f"{p}: {p.stat().st_size} bytes is too large for a plan (at most {MAX_PLAN_BYTES})")
         text = p.read_text()
     except OSError as e:
         shipped = ", ".join(sorted(f.stem for f in PLANS_DIR.glob("*.yaml")))
         raise PlanError(f"{p}: cannot read the plan ({e.strerror}). Shipped plans: {shipped}") from None
+    except UnicodeDecodeError as e:
+        raise PlanError(f"{p}: not a text file (byte {e.start} is not UTF-8); a plan is YAML text") from None
     return parse_plan(text, str(p), namespace)

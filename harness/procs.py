@@ -173,11 +173,9 @@ def reap_stale(runs_root: Path, say: Callable[[str], None] = lambda s: None) -> 
                     pass  # SIGKILL below
                 _signal_group(r["pgid"], signal.SIGKILL)
                 here.append(f"{r['name']} {r['pid']}")
-        data["procs"] = []
-        f.write_text(json.dumps(data, indent=1))
-        if not any(p for p in f.parent.iterdir() if p.name != "processes.json"):
-            # A finished run whose secrets stop() already removed: nothing left worth keeping.
-            shutil.rmtree(f.parent, ignore_errors=True)
+        # The owner is gone, so nothing will use this run's state again: its keys, tokens and etcd data go
+        # with it (a SIGKILLed run never reached stop(), which removes them otherwise).
+        shutil.rmtree(f.parent, ignore_errors=True)
         if here:
             say(f"reaped processes left by an earlier run ({f.parent.name}): {', '.join(here)}")
         reaped += here

@@ -8,6 +8,7 @@ Use: `rule = proxy.hold(Match(write="admission", name="job-job1-*"))`, `h = rule
 from __future__ import annotations
 
 import http.client
+from urllib.parse import quote
 import json
 import secrets
 import shutil
@@ -187,6 +188,12 @@ class Proxy:
             conn.request(method, path, body=data, headers=headers)
             r = conn.getresponse()
             payload = json.loads(r.read() or b"null")
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            raise ProxyError(
+                f"cannot talk to the proxy's control channel at 127.0.0.1:{self.control_port} ({type(e).__name__}: "
+                f"{e}); the proxy may have exited or be stuck: `kueue-harness status` shows its process, its log "
+                "is mitmdump.log in the run's env/ folder"
+            ) from None
         finally:
             conn.close()
         if r.status >= 300:
@@ -223,19 +230,19 @@ class Proxy:
 
     def release(self, hold: HeldFlow | str, why: str = "test") -> None:
         hid = hold.id if isinstance(hold, HeldFlow) else hold
-        self._call("POST", f"/holds/{hid}/release", {"why": why})
+        self._call("POST", f"/holds/{quote(hid, safe='')}/release", {"why": why})
 
     def fail(self, hold: HeldFlow | str, status: int = 500, reason: str = "InternalError",
              message: str = "injected by kueue-harness") -> None:
         hid = hold.id if isinstance(hold, HeldFlow) else hold
-        self._call("POST", f"/holds/{hid}/fail", {"status": status, "reason": reason, "message": message})
+        self._call("POST", f"/holds/{quote(hid, safe='')}/fail", {"status": status, "reason": reason, "message": message})
 
     def release_all(self, why: str = "end of case") -> list[str]:
         """Release every held flow; returns their ids (recorded by the proxy as released)."""
         return self._call("POST", "/release-all", {"why": why})["released"]
 
     def remove_rule(self, rule_id: str) -> None:
-        self._call("DELETE", f"/rules/{rule_id}")
+        self._call("DELETE", f"/rules/{quote(rule_id, safe='')}")
 
     def begin_case(self) -> None:
         """From now on, waits see only events that happen from here on: a case must never be satisfied by

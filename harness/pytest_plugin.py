@@ -102,6 +102,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     n = metafunc.config.getoption("--repeat")
+    if n < 1:
+        raise pytest.UsageError(f"--repeat must be 1 or more, got {n}")
     if n > 1 and "repetition" in metafunc.fixturenames:
         metafunc.parametrize("repetition", range(n), indirect=True, ids=lambda i: f"r{i}")
 

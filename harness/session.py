@@ -10,6 +10,7 @@ Session file: <cache>/session.json = {"supervisor": {"pid", "start"}, "kueue_ver
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import signal
@@ -61,6 +62,22 @@ def start(kueue_version: str, plan: str | None, ui: bool, artifacts: str | None,
     Build progress and start-up lines go to <artifacts>/session.log and are echoed here. Raises
     HarnessError if a session already runs, or with the supervisor's last lines if it fails.
     """
+    # One `up` at a time: two racing `up`s would each start an environment and orphan one of them.
+    lock = open(session_file().with_suffix(".lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise HarnessError("another `kueue-harness up` is starting a session right now; wait for it, then use "
+                           "`kueue-harness status`") from None
+    try:
+        return _start_locked(kueue_version, plan, ui, artifacts, intercept, timeout)
+    finally:
+        lock.close()
+
+
+def _start_locked(kueue_version: str, plan: str | None, ui: bool, artifacts: str | None, intercept: str | None,
+                  timeout: float) -> dict[str, Any]:
     running = read_session()
     if running is not None:
         raise HarnessError(
@@ -69,7 +86,7 @@ def start(kueue_version: str, plan: str | None, ui: bool, artifacts: str | None,
             "`kueue-harness down` before starting another"
         )
     session_file().unlink(missing_ok=True)
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-session"
+    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-session-{os.getpid()}"
     art = Path(artifacts or Path("artifacts") / run_id).resolve()
     art.mkdir(parents=True, exist_ok=True)
     log = art / "session.log"
@@ -96,7 +113,8 @@ def start(kueue_version: str, plan: str | None, ui: bool, artifacts: str | None,
         return read_session()
 
     try:
-        return wait_for(ready, timeout=timeout, interval=0.5, what="the session's environment to be ready")
+        return wait_for(ready, timeout=timeout, interval=0.5, what="the session's environment to be ready",
+                        fatal=(HarnessError,))
     except HarnessError:
         raise
     except WaitTimeout as e:
@@ -154,11 +172,13 @@ def _serve(args: argparse.Namespace) -> int:
         tmp = session_file().with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1))
         tmp.replace(session_file())
+        reported: set[str] = set()
         while not stop_event.wait(1):
-            if not env.kueue_alive():
-                print("[kueue-harness] Kueue exited; the session keeps running for inspection "
-                      f"(log: {env.kueue_log})", flush=True)
-                break
+            for name in list(env.procs.procs):
+                if name not in reported and not env.procs.alive(name):
+                    reported.add(name)
+                    print(f"[kueue-harness] {name} exited (see {env.artifacts}); the session keeps running for "
+                          "inspection: `kueue-harness status`, then `kueue-harness down`", flush=True)
         stop_event.wait()
     finally:
         env.stop()

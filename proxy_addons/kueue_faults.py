@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from mitmproxy import ctx, http
 
@@ -24,6 +24,7 @@ from harness.faults import (FlowRecord, Rule, RuleBook, RuleError, kubernetes_st
                             validate_rule_set)
 
 _MAX_CONTROL_BODY = 1 << 20
+_CONTROL_READ_TIMEOUT = 10.0  # seconds a control client may take to send its request
 
 
 class Hold:
@@ -414,7 +415,7 @@ class KueueFaults:
         return 200, hold.view()
 
     def _handle(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-        parts = [p for p in urlsplit(path).path.split("/") if p]
+        parts = [unquote(p) for p in urlsplit(path).path.split("/") if p]
         query = kueue_api.query_params(path)
         if method == "GET" and parts == ["state"]:
             return 200, self._state()
@@ -475,7 +476,8 @@ class KueueFaults:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One HTTP/1.1 request per connection: loopback only, `Authorization: Bearer <token>` required."""
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
+            # Bounded: an idle or slow client must not hold a connection (and a file descriptor) forever.
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _CONTROL_READ_TIMEOUT)
             lines = head.decode("latin-1").split("\r\n")
             method, path, _ = lines[0].split(" ", 2)
             headers = {}
@@ -487,22 +489,27 @@ class KueueFaults:
             if length > _MAX_CONTROL_BODY:
                 code, payload = 413, {"error": "body too large"}
             else:
-                raw = await reader.readexactly(length) if length else b""
+                raw = await asyncio.wait_for(reader.readexactly(length), _CONTROL_READ_TIMEOUT) if length else b""
                 if not self._token or headers.get("authorization") != f"Bearer {self._token}":
                     code, payload = 401, {"error": "missing or wrong bearer token"}
                 else:
                     try:
                         body = json.loads(raw) if raw else {}
-                        code, payload = self._handle(method, path, body if isinstance(body, dict) else {})
-                    except ValueError as e:
-                        code, payload = 400, {"error": f"bad JSON: {e}"}
+                    except (ValueError, RecursionError) as e:
+                        body, code, payload = None, 400, {"error": f"bad JSON body: {e}"}
+                    if body is not None:
+                        try:
+                            code, payload = self._handle(method, path, body if isinstance(body, dict) else {})
+                        except ValueError as e:
+                            code, payload = 400, {"error": f"bad request: {e}"}
             out = json.dumps(payload).encode()
             writer.write(
                 f"HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {len(out)}\r\n"
                 "Connection: close\r\n\r\n".encode() + out
             )
             await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError,
+                ValueError, RecursionError):
             pass
         finally:
             writer.close()

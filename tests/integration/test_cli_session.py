@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,31 @@ def test_seed_plans_reproduce_from_the_cli(session, plan):
         jobs = json.loads(session.kubectl("get", "jobs", "-n", "demo", "-o", "json"))["items"]
         assert [j["spec"].get("suspend") for j in jobs] == [False, False], "both Jobs should be running"
     assert not json.loads(session.cli("holds", "--json").stdout), "the plan should have released every hold"
+
+
+def test_up_fails_fast_when_the_environment_cannot_start(tmp_path, kueue_version):
+    """A Kueue that exits at once: `up` reports it within seconds (it used to wait its 15-minute bound)."""
+    s = Session(tmp_path, kueue_version)
+    s.env["KUEUE_HARNESS_KUEUE_BINARY"] = "/bin/false"
+    start = time.monotonic()
+    r = s.cli("up", "--kueue-version", kueue_version, "--artifacts-dir", str(tmp_path / "art"), check=False, timeout=120)
+    assert r.returncode != 0
+    assert time.monotonic() - start < 60, "up should give up as soon as the session process fails"
+    assert "failed to start" in r.stderr and "kueue exited during start-up" in r.stderr
+    assert s.cli("status", check=False).returncode == 1  # nothing is left running
+
+
+def test_two_racing_ups_start_one_session(tmp_path, kueue_version):
+    s = Session(tmp_path, kueue_version)
+    args = [*CLI, "up", "--kueue-version", kueue_version, "--artifacts-dir", str(tmp_path / "art")]
+    procs = [subprocess.Popen(args, cwd=ROOT, env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        results = [p.communicate(timeout=600) for p in procs]
+        codes = sorted(p.returncode for p in procs)
+        assert codes == [0, 2], results
+        refused = next(err for (out, err), p in zip(results, procs) if p.returncode == 2)
+        assert "starting a session right now" in refused or "already running" in refused
+        s.info = json.loads(Path(s.env["KUEUE_HARNESS_SESSION"]).read_text())
+    finally:
+        s.down()
