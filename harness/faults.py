@@ -105,6 +105,10 @@ class Match:
     body_jsonpath: str | None = None
     body_equals: str | None = None
 
+    def __str__(self) -> str:
+        """Only the fields that are set: "write=admission, name=job-job1-*"."""
+        return ", ".join(f"{k}={v}" for k, v in self.__dict__.items() if v is not None) or "any request"
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Match":
         """Build from a dict, raising RuleError on unknown keys, classes or bad regexes."""

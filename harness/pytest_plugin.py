@@ -353,7 +353,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     elif rep.failed:
         # Setup or teardown failed (environment, Kueue crash, an expired hold): no verdict can stand.
         entry["verdict"] = "error"
-        entry["detail"] = f"{rep.when}: {rep.longreprtext.strip().splitlines()[-1] if rep.longreprtext else 'failed'}"
+        exc = call.excinfo
+        what = f"{exc.typename}: {str(exc.value).splitlines()[0] if str(exc.value) else ''}" if exc else "failed"
+        entry["detail"] = f"{rep.when}: {what}"
     return rep
 
 
@@ -363,6 +365,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     art: Path = session.config._kh_artifacts  # type: ignore[attr-defined]
     art.mkdir(parents=True, exist_ok=True)
+    for v in verdicts.values():
+        if v["verdict"] == "error" and not v["detail"]:
+            v["detail"] = ("did not finish: interrupted (Ctrl-C)" if exitstatus == pytest.ExitCode.INTERRUPTED
+                           else "did not finish")
     env = getattr(session.config, "_kh_env", None)
     summary = {
         "kueue_version": session.config.option.kueue_version,

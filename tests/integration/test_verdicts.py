@@ -38,6 +38,14 @@ CASES = textwrap.dedent('''
     def test_a_restart_the_case_asks_for_is_fine(case):
         case.restart_kueue(kill=True)
         assert case.env.kueue_alive()
+
+    def test_a_hold_past_its_max_age_is_an_error(case):
+        from harness import seed
+        q = seed.setup_queues(case)
+        rule = case.proxy.hold(Match(write="admission", namespace=case.ns, name="job-j-*"), max_hold=1)
+        seed.submit_job(case, q, "j", q.low)
+        rule.wait_held(30)
+        case.proxy.wait_event(lambda e: e["event"] == "hold_expired", 30, "the hold to expire")
 ''')
 
 
@@ -56,11 +64,13 @@ def test_verdicts_are_error_when_the_run_itself_went_wrong(tmp_path, kueue_versi
     verdicts = {c["case"].split("::")[-1]: c for c in summary["cases"]}
     crash = verdicts["test_a_kueue_crash_is_an_error"]
     assert crash["verdict"] == "error", out
-    assert "Kueue exited during the case" in crash["detail"] or "Kueue exited" in out
+    assert "Kueue exited during the case" in crash["detail"], crash
     assert verdicts["test_a_fault_that_never_happens_is_an_error"]["verdict"] == "error"
     assert "WaitTimeout" in verdicts["test_a_fault_that_never_happens_is_an_error"]["detail"]
     assert verdicts["test_after_a_crash_kueue_runs_again"]["verdict"] == "passed", out
     assert verdicts["test_a_restart_the_case_asks_for_is_fine"]["verdict"] == "passed", out
+    expired = verdicts["test_a_hold_past_its_max_age_is_an_error"]
+    assert expired["verdict"] == "error" and "max_hold" in expired["detail"], expired
 
 
 def test_ctrl_c_in_a_case_tears_down_and_keeps_the_evidence(tmp_path, kueue_version):
@@ -83,6 +93,8 @@ def test_ctrl_c_in_a_case_tears_down_and_keeps_the_evidence(tmp_path, kueue_vers
     wait_for(lambda: not any(is_alive(r["pid"], r.get("start")) for r in procs), timeout=30,
              what="every environment process to stop after Ctrl-C")
     assert (art / "summary.json").exists(), out
+    case = json.loads((art / "summary.json").read_text())["cases"][0]
+    assert case["verdict"] == "error" and "interrupted" in case["detail"], case
     assert "about_to_wait" in own[0].read_text()
 
 

@@ -108,3 +108,17 @@ def test_deeply_nested_json_gets_a_400(monkeypatch):
             await server.wait_closed()
 
     assert b" 400 " in asyncio.run(scenario()).split(b"\r\n")[0] + b" "
+
+
+def test_only_unexplained_proxy_failures_void_a_verdict():
+    from harness.pytest_plugin import _unexplained_proxy_failures
+
+    events = [
+        {"event": "flow_error", "ts": 5, "flow": 1, "error": "stream reset by client (CANCEL)"},
+        {"event": "flow_error", "ts": 5, "flow": 2, "error": "peer closed connection"},
+        {"event": "reset", "ts": 5, "flow": 3},
+        {"event": "flow_error", "ts": 5, "flow": 3, "error": "killed by the addon"},
+        {"event": "flow_error", "ts": 1, "flow": 4, "error": "upstream refused: before the case"},
+        {"event": "flow_error", "ts": 6, "flow": 5, "error": "Connection refused by upstream"},
+    ]
+    assert [e["flow"] for e in _unexplained_proxy_failures(events, since=2)] == [5]
