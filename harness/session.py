@@ -120,6 +120,11 @@ def _start_locked(kueue_version: str, plan: str | None, ui: bool, artifacts: str
     except WaitTimeout as e:
         proc.terminate()
         raise HarnessError(f"{e}; see {log}") from None
+    except KeyboardInterrupt:
+        # Ctrl-C on `up`: the half-started session must not come up behind the user's back.
+        proc.terminate()
+        proc.wait(60)
+        raise
 
 
 def stop(timeout: float = 60) -> bool:
@@ -127,6 +132,12 @@ def stop(timeout: float = 60) -> bool:
     returns False when nothing was running."""
     s = read_session()
     if s is None:
+        with open(session_file().with_suffix(".lock"), "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise HarnessError("a session is starting right now (another `kueue-harness up`); run "
+                                   "`kueue-harness down` again once it is up") from None
         session_file().unlink(missing_ok=True)
         return False
     pid = s["supervisor"]["pid"]

@@ -150,3 +150,21 @@ def test_two_racing_ups_start_one_session(tmp_path, kueue_version):
         s.info = json.loads(Path(s.env["KUEUE_HARNESS_SESSION"]).read_text())
     finally:
         s.down()
+
+
+def test_down_during_a_starting_up_says_so(tmp_path, kueue_version):
+    s = Session(tmp_path, kueue_version)
+    up = subprocess.Popen([*CLI, "up", "--kueue-version", kueue_version, "--artifacts-dir", str(tmp_path / "art")],
+                          cwd=ROOT, env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock = Path(s.env["KUEUE_HARNESS_SESSION"]).with_suffix(".lock")
+        wait_for(lambda: lock.exists(), timeout=30, what="`up` to take its lock")
+        r = s.cli("down", check=False)
+        assert r.returncode == 2 and "starting right now" in r.stderr, (r.stdout, r.stderr)
+        up.communicate(timeout=600)
+        assert up.returncode == 0
+        s.info = json.loads(Path(s.env["KUEUE_HARNESS_SESSION"]).read_text())
+    finally:
+        if up.poll() is None:
+            up.kill()
+        s.down()
