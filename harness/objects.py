@@ -188,6 +188,19 @@ class Cluster:
         return self.api.sanitize_for_serialization(self.batch.read_namespaced_job(name, namespace))
 
 
+def webhooks_answer(api_client) -> bool:
+    """True once Kueue's webhooks answer: a dry-run ResourceFlavor create goes through the
+    mresourceflavor/vresourceflavor hooks (failurePolicy Fail), so it raises until Kueue serves them."""
+    from kubernetes import client
+
+    client.CustomObjectsApi(api_client).create_cluster_custom_object(
+        "kueue.x-k8s.io", "v1beta2", "resourceflavors",
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": "kueue-harness-probe"}},
+        dry_run="All",
+    )
+    return True
+
+
 def condition(obj: dict[str, Any], ctype: str) -> dict[str, Any] | None:
     """The condition of type `ctype` in obj.status.conditions, or None."""
     for c in (obj.get("status") or {}).get("conditions") or []:

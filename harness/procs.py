@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable

@@ -44,6 +44,7 @@ from typing import Any, Callable
 import yaml
 
 from harness.errors import EnvironmentNotReady, HarnessError
+from harness.objects import webhooks_answer
 from harness.procs import ProcessGroup, reap_stale
 from harness.proxy import Proxy
 from harness.waiting import WaitTimeout, wait_for
@@ -781,15 +782,7 @@ class InClusterEnvironment:
         return sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
 
     def _webhooks_answer(self) -> bool:
-        from kubernetes import client
-
-        client.CustomObjectsApi(self.api_client()).create_cluster_custom_object(
-            "kueue.x-k8s.io", "v1beta2", "resourceflavors",
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-             "metadata": {"name": "kueue-harness-probe"}},
-            dry_run="All",
-        )
-        return True
+        return webhooks_answer(self.api_client())
 
     def _save_config(self) -> None:
         """Kueue's Configuration from its ConfigMap, to state/kueue-config.yaml (the report reads feature

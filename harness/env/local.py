@@ -27,6 +27,7 @@ import yaml
 from harness import pki, versions
 from harness.env import binaries
 from harness.errors import EnvironmentNotReady, HarnessError, PortInUse
+from harness.objects import webhooks_answer
 from harness.procs import ProcessGroup, reap_stale
 from harness.proxy import Proxy
 from harness.waiting import WaitTimeout, wait_for
@@ -509,17 +510,7 @@ class LocalEnvironment:
         self._wait_process("kueue", self._webhooks_answer, 60, "Kueue's webhooks to answer (dry-run create)")
 
     def _webhooks_answer(self) -> bool:
-        """A dry-run ResourceFlavor create goes through the mresourceflavor/vresourceflavor hooks."""
-        from kubernetes import client
-
-        co = client.CustomObjectsApi(self.api_client())
-        co.create_cluster_custom_object(
-            "kueue.x-k8s.io", "v1beta2", "resourceflavors",
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-             "metadata": {"name": "kueue-harness-probe"}},
-            dry_run="All",
-        )
-        return True
+        return webhooks_answer(self.api_client())
 
     def kueue_alive(self) -> bool:
         return "kueue" in self.procs.procs and self.procs.alive("kueue")
