@@ -22,13 +22,33 @@ CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
 SEED_CASES = ("test_stuck_preemption.py", "test_quota_oversubscription.py")
 
 
+def _spec(args: argparse.Namespace):
+    """The Kueue build the command's --kueue-version/--kueue-ref/--kueue-source/--kueue-repo name."""
+    from harness.env.kueue_build import KueueSpec
+
+    return KueueSpec.from_options(args.kueue_version, getattr(args, "kueue_ref", None),
+                                  getattr(args, "kueue_source", None), getattr(args, "kueue_repo", None))
+
+
+def _add_kueue_options(p: argparse.ArgumentParser, what: str = "Kueue to run") -> None:
+    p.add_argument("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
+                   help=f"{what}: a release tag (default {versions.DEFAULT_KUEUE_VERSION}), from the Go module proxy "
+                        "where served, else built from --kueue-repo")
+    p.add_argument("--kueue-ref", help="a branch, tag or commit of --kueue-repo instead (env KUEUE_HARNESS_KUEUE_REF)")
+    p.add_argument("--kueue-source", help="a local Kueue working tree instead, uncommitted changes included "
+                                          "(env KUEUE_HARNESS_KUEUE_SOURCE_DIR)")
+    p.add_argument("--kueue-repo", help="Kueue git repository: URL, path, or .tar of a bare repository "
+                                        f"(env KUEUE_HARNESS_KUEUE_REPO; default {versions.UPSTREAM_KUEUE_REPO})")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import pytest
 
-    args.kueue_version = versions.normalize(args.kueue_version)
     local = args.target == "local"
-    if local:
-        versions.kueue_release(args.kueue_version)  # in a cluster, Kueue comes from its release manifests
+    spec = _spec(args)
+    if not local and not spec.version:
+        raise HarnessError(f"--target {args.target} installs Kueue from its release manifests: give --kueue-version TAG, "
+                           "not --kueue-ref or --kueue-source")
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     art = Path(args.artifacts_dir or Path("artifacts") / run_id).resolve()
     from harness.env import binaries
@@ -39,18 +59,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # building here also keeps Go's progress lines apart from the cases' output.
     check_free_space(art)
     if local:
-        binaries.ensure_all(args.kueue_version)
+        binaries.ensure_all(spec)
     targets = [str(CASES_DIR / c) for c in SEED_CASES]
     if args.k:
         targets += ["-k", args.k]
-    code = pytest.main([*targets, "-p", "no:cacheprovider", "-qq", "-rN", "--no-verdict-table", f"--kueue-version={args.kueue_version}",
+    code = pytest.main([*targets, "-p", "no:cacheprovider", "-qq", "-rN", "--no-verdict-table", *spec.cli_args(),
                         f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--target={args.target}",
                         *(["--keep-env"] if args.keep_env else []), *args.pytest_args])
     summary = art / "summary.json"
     if summary.exists():
         data = json.loads(summary.read_text())
-        print(f"\nSeed scenarios of kubernetes-sigs/kueue#11480 on Kueue {data['kueue_version']} "
-              f"(kube-apiserver {data['kubernetes_version']}, target {data['target']}):")
+        kb = data.get("kueue") or {}
+        commit = f", commit {str(kb['commit'])[:10]}" if kb.get("commit") else ""
+        print(f"\nSeed scenarios of kubernetes-sigs/kueue#11480 on Kueue {data['kueue_version']}{commit} "
+              f"(as the binary reported; kube-apiserver {data['kubernetes_version']}, target {data['target']}):")
         print(f"  {'case':<40} {'verdict':<11} {'expected':<11} {'seconds':>7}")
         for c in data["cases"]:
             bundle = c.get("bundle") or c.get("evidence") or ""
@@ -65,21 +87,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_build(args: argparse.Namespace) -> int:
     from harness.env import binaries
 
-    b = binaries.ensure_all(args.kueue_version)
+    b = binaries.ensure_all(_spec(args))
     for k, v in b.__dict__.items():
-        print(f"{k:<24} {v}")
+        if k == "kueue_build":
+            print(f"{'kueue version':<24} {v.version} (commit {v.commit or 'unknown'}; {v.source})")
+        else:
+            print(f"{k:<24} {v}")
     return 0
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
     from harness import session
 
-    args.kueue_version = versions.kueue_release(args.kueue_version).version
+    spec = _spec(args)
     if args.plan:
         from harness.plans import load_plan
 
         load_plan(args.plan)  # file:line errors before anything starts
-    s = session.start(args.kueue_version, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept)
+    s = session.start(spec, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept)
     print(f"""
 kueue-harness session is up (Kueue {s['kueue_version']}; supervisor pid {s['supervisor']['pid']}).
   kubectl as admin (direct to kube-apiserver):  export KUBECONFIG={s['admin_kubeconfig']}
@@ -226,11 +251,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_versions(args: argparse.Namespace) -> int:
     print(f"kube-apiserver / kube-controller-manager  {versions.KUBERNETES_VERSION}")
     print(f"etcd                                      {versions.ETCD_VERSION}")
-    print(f"Kueue (runnable here)                     {', '.join(versions.KUEUE_RELEASES)}")
+    print(f"Kueue                                     any tag from {versions.KUEUE_PROFILES[0].since} on, any ref or "
+          f"source tree (module proxy served here: {', '.join(versions.MODULE_PROXY_SERVED)}; the rest from "
+          f"--kueue-repo, default {versions.UPSTREAM_KUEUE_REPO})")
+    for prof in versions.KUEUE_PROFILES:
+        print(f"  from {prof.since}: Configuration {prof.config_api}, Workloads stored as {prof.storage_version}")
     for bug in versions.KNOWN_BUGS.values():
-        aff = [v for v in versions.KUEUE_RELEASES if bug.affects(v)]
-        print(f"{bug.issue}: affected {' or '.join(bug.affected)}; runnable affected: {', '.join(aff) or 'none'}")
+        fixed = f"; fixed in {', '.join(bug.fixed_in)}" if bug.fixed_in else "; no fix known"
+        commits = f" (fix commits: {', '.join(f'{b} {c}' for b, c in bug.fix_commits.items())})" if bug.fix_commits else ""
+        print(f"{bug.issue}: affected {' or '.join(bug.affected)}{fixed}{commits}")
     return 0
+
+
+def _cmd_matrix(args: argparse.Namespace) -> int:
+    from harness import matrix
+
+    return matrix.cli(args)
+
+
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    from harness import bisect
+
+    return bisect.cli(args)
 
 
 def _shipped_plans() -> str:
@@ -243,8 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kueue-harness", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="build what is missing, reproduce the seed cases, print the verdicts")
-    r.add_argument("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
-                   help=f"Kueue version (default {versions.DEFAULT_KUEUE_VERSION}; served: {', '.join(versions.KUEUE_RELEASES)})")
+    _add_kueue_options(r)
     r.add_argument("--artifacts-dir", help="where the evidence goes (default artifacts/<run-id>)")
     r.add_argument("--keep-env", action="store_true", help="leave the environment running afterwards")
     r.add_argument("-k", help="only cases matching this pytest -k expression")
@@ -254,14 +295,29 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("pytest_args", nargs="*", help="extra pytest options after `--`")
     r.set_defaults(func=_cmd_run)
     b = sub.add_parser("build", help="build (or find in the cache) every real component")
-    b.add_argument("--kueue-version", default=versions.DEFAULT_KUEUE_VERSION,
-                   help=f"Kueue version to build with the rest (runnable: {', '.join(versions.KUEUE_RELEASES)})")
+    _add_kueue_options(b, "Kueue to build with the rest")
     b.set_defaults(func=_cmd_build)
-    v = sub.add_parser("versions", help="pinned component versions and the Kueue versions a known bug affects")
+    v = sub.add_parser("versions", help="pinned component versions and the Kueue builds a known bug affects")
     v.set_defaults(func=_cmd_versions)
+    mx = sub.add_parser("matrix", help="run the seed cases on several Kueue builds; write matrix.json and matrix.md")
+    mx.add_argument("builds", nargs="+", help="Kueue tags, or ref:REF / source:DIR, e.g. v0.17.0 v0.17.4 ref:main")
+    mx.add_argument("--kueue-repo", help="Kueue git repository for tags the module proxy lacks and for refs "
+                                         f"(env KUEUE_HARNESS_KUEUE_REPO; default {versions.UPSTREAM_KUEUE_REPO})")
+    mx.add_argument("--runs", type=int, default=1, help="runs of every case per build (default 1)")
+    mx.add_argument("-k", help="only cases matching this pytest -k expression")
+    mx.add_argument("--out", help="folder for matrix.json, matrix.md and each build's run (default artifacts/matrix-<time>)")
+    mx.set_defaults(func=_cmd_matrix)
+    bs = sub.add_parser("bisect", help="find the first commit where a case's verdict changes (drives git bisect)")
+    bs.add_argument("--case", required=True, help="a case name, e.g. test_stuck_preemption")
+    bs.add_argument("--good", required=True, help="a ref with the old verdict (e.g. v0.17.0)")
+    bs.add_argument("--bad", required=True, help="a later ref with the new verdict (e.g. v0.17.4)")
+    bs.add_argument("--kueue-repo", help="Kueue git repository (env KUEUE_HARNESS_KUEUE_REPO; default upstream)")
+    bs.add_argument("--runs", type=int, default=1, help="runs of the case per step; differing verdicts skip the "
+                                                         "commit (default 1)")
+    bs.add_argument("--out", help="folder for the steps' evidence and bisect.json (default artifacts/bisect-<time>)")
+    bs.set_defaults(func=_cmd_bisect)
     u = sub.add_parser("up", help="start a local environment + proxy and leave it running (manual sessions)")
-    u.add_argument("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
-                   help=f"Kueue version (served: {', '.join(versions.KUEUE_RELEASES)})")
+    _add_kueue_options(u)
     u.add_argument("--plan", help="a fault plan to load at start (a file, or a shipped name: "
                                   f"{_shipped_plans()})")
     u.add_argument("--ui", action="store_true", help="run mitmweb (UI on loopback) instead of mitmdump")

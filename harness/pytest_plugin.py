@@ -8,6 +8,7 @@ Verdicts: "reproduced" (the case's invariant was violated: InvariantViolation), 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -34,13 +35,24 @@ from harness.seed import FaultNotApplied  # noqa: E402,F401 - re-exported for ca
 
 
 _VERDICTS_KEY = pytest.StashKey[dict]()
+_SPEC_KEY = pytest.StashKey[Any]()
+#: Per case: (status, reason) of its kueue_bug on the Kueue that actually runs (versions.Expectation).
+_EXPECT_KEY = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("kueue-harness")
     g.addoption("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
-                help=f"Kueue version to run (env KUEUE_HARNESS_KUEUE_VERSION; default {versions.DEFAULT_KUEUE_VERSION}; "
-                     f"served: {', '.join(versions.KUEUE_RELEASES)})")
+                help=f"Kueue release tag to run (env KUEUE_HARNESS_KUEUE_VERSION; default {versions.DEFAULT_KUEUE_VERSION}): "
+                     "from the Go module proxy where served, else built from --kueue-repo")
+    g.addoption("--kueue-ref", default=None,
+                help="a branch, tag or commit of --kueue-repo to build and run instead (env KUEUE_HARNESS_KUEUE_REF)")
+    g.addoption("--kueue-source", default=None,
+                help="a local Kueue working tree to build and run, uncommitted changes included "
+                     "(env KUEUE_HARNESS_KUEUE_SOURCE_DIR)")
+    g.addoption("--kueue-repo", default=None,
+                help=f"Kueue git repository: URL, path, or .tar of a bare repository (env KUEUE_HARNESS_KUEUE_REPO; "
+                     f"default {versions.UPSTREAM_KUEUE_REPO})")
     g.addoption("--artifacts-dir", default=os.environ.get("KUEUE_HARNESS_ARTIFACTS"),
                 help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>)")
     g.addoption("--keep-env", action="store_true", default=False,
@@ -71,11 +83,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from harness.env.kueue_build import KueueSpec
+
     config.stash[_VERDICTS_KEY] = {}
-    version = config.getoption("--kueue-version")
-    if not version.startswith("v"):
-        version = "v" + version
-    config.option.kueue_version = version
+    try:
+        spec = KueueSpec.from_options(config.getoption("--kueue-version"), config.getoption("--kueue-ref"),
+                                      config.getoption("--kueue-source"), config.getoption("--kueue-repo"))
+    except HarnessError as e:
+        raise pytest.UsageError(str(e)) from None
+    config.stash[_SPEC_KEY] = spec
+    # What was asked for, until the environment knows what runs (summary.json records the latter).
+    config.option.kueue_version = spec.wanted
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     base = config.getoption("--artifacts-dir")
     art = Path(base) if base else Path("artifacts") / run_id
@@ -86,18 +104,35 @@ def pytest_configure(config: pytest.Config) -> None:
     config._kh_artifacts = art  # type: ignore[attr-defined]
 
 
+def _bug(item: pytest.Item) -> "versions.KnownBug | None":
+    m = item.get_closest_marker("kueue_bug")
+    if m is None:
+        return None
+    if not m.args or m.args[0] not in versions.KNOWN_BUGS:
+        raise pytest.UsageError(f"{item.nodeid}: kueue_bug({m.args[0] if m.args else ''!r}) names no bug of "
+                                f"harness/versions.py KNOWN_BUGS ({', '.join(versions.KNOWN_BUGS)})")
+    return versions.KNOWN_BUGS[m.args[0]]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    version = config.option.kueue_version
     for item in items:
-        m = item.get_closest_marker("kueue_bug")
-        if m is None:
-            continue
-        bug = versions.KNOWN_BUGS[m.args[0]]
-        if bug.affects(version):
-            item.add_marker(pytest.mark.xfail(
-                strict=True, raises=InvariantViolation,
-                reason=f"{bug.issue} affects Kueue {version} ({bug.summary}): the case must reproduce it",
-            ))
+        _bug(item)  # an unknown issue is a usage error now, not a KeyError mid-run
+
+
+def _expect_on(item: pytest.Item, env: Any) -> None:
+    """Decide, on the Kueue that actually runs, whether the case's known bug should reproduce; where it
+    should, the case becomes a strict expected failure (it must reproduce). Kept in the item's stash."""
+    bug = _bug(item)
+    if bug is None:
+        return
+    ident = env.kueue_identity() if hasattr(env, "kueue_identity") else versions.BuildIdentity(env.kueue_version)
+    exp = bug.expectation(ident)
+    item.stash[_EXPECT_KEY] = exp
+    if exp.status == "affected":
+        item.add_marker(pytest.mark.xfail(
+            strict=True, raises=InvariantViolation,
+            reason=f"{bug.issue} affects Kueue {ident.version} ({bug.summary}; {exp.reason}): the case must reproduce it",
+        ))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -116,8 +151,15 @@ def repetition(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture(scope="session")
 def kueue_version(request: pytest.FixtureRequest) -> str:
-    """The Kueue version of this session ("v0.17.0")."""
+    """The Kueue build asked for ("v0.17.0", "ref release-0.17", "source /path"); the environment's
+    `kueue_version` is what actually runs."""
     return request.config.option.kueue_version
+
+
+@pytest.fixture(scope="session")
+def kueue_spec(request: pytest.FixtureRequest):
+    """The Kueue build asked for, as a harness.env.kueue_build.KueueSpec."""
+    return request.config.stash[_SPEC_KEY]
 
 
 @pytest.fixture(scope="session")
@@ -129,7 +171,7 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture(scope="session")
-def kueue_env(request: pytest.FixtureRequest, kueue_version: str, artifacts_dir: Path):
+def kueue_env(request: pytest.FixtureRequest, kueue_version: str, kueue_spec, artifacts_dir: Path):
     """The session's environment, started once per session: `--target local` (etcd, kube-apiserver,
     kube-controller-manager, proxy, Kueue as processes; builds binaries on first use), `kind` or
     `kubeconfig` (Kueue in a cluster, routed through the proxy). Stopped at the end unless --keep-env."""
@@ -137,7 +179,7 @@ def kueue_env(request: pytest.FixtureRequest, kueue_version: str, artifacts_dir:
     if target == "local":
         from harness.env.local import LocalEnvironment
 
-        env = LocalEnvironment.start(kueue_version, artifacts=artifacts_dir / "env")
+        env = LocalEnvironment.start(kueue_spec, artifacts=artifacts_dir / "env")
     else:
         from harness.env.incluster import start_target
 
@@ -188,8 +230,24 @@ class CaseContext:
 
 
 def _slug(nodeid: str) -> str:
+    """The case's folder name: its whole test name (parameters such as [r0] included), lower-case; names
+    over 80 characters keep 71 and a hash of the rest, so two cases never share a folder."""
     name = nodeid.split("::")[-1]
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40]
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if len(slug) > 80:
+        slug = f"{slug[:71]}-{hashlib.sha256(slug.encode()).hexdigest()[:8]}"
+    return slug
+
+
+def case_dir(artifacts_dir: Path, nodeid: str) -> Path:
+    """A new folder for this case's evidence under artifacts_dir/cases/: never one an earlier case (or a
+    repetition) of this run wrote; a second use of a name gets "-2", "-3" ..."""
+    base = artifacts_dir / "cases" / _slug(nodeid)
+    d, n = base, 1
+    while d.exists() or d.with_name(d.name + ".tar.gz").exists():
+        n += 1
+        d = base.with_name(f"{base.name}-{n}")
+    return d
 
 
 @pytest.fixture
@@ -199,11 +257,12 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     if not kueue_env.kueue_alive():
         tail = "\n".join(kueue_log.last_lines(kueue_env.kueue_log))
         raise HarnessError(f"Kueue is not running (it exited earlier in this session). Last log lines:\n{tail}")
-    slug = _slug(request.node.nodeid)
-    uniq = f"{slug[:28]}-{int(time.time() * 1000) % 100000}"
-    cdir = artifacts_dir / "cases" / slug
+    cdir = case_dir(artifacts_dir, request.node.nodeid)
+    slug = cdir.name
+    uniq = f"{slug[:28].rstrip('-')}-{int(time.time() * 1000) % 100000}"
     ctx = CaseContext(slug, uniq, uniq, cdir, kueue_env, cluster, History(cdir / "history.jsonl"))
     request.node._kh_case = ctx  # type: ignore[attr-defined]
+    _expect_on(request.node, kueue_env)
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns)
     kueue_starts = kueue_env.kueue_starts()
@@ -292,7 +351,11 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
     m = request.node.get_closest_marker("kueue_bug")
     if m is not None and m.args and m.args[0] in versions.KNOWN_BUGS:
         bug = versions.KNOWN_BUGS[m.args[0]]
-        outcome["bug"] = {"issue": bug.issue, "summary": bug.summary, "affected": list(bug.affected)}
+        outcome["bug"] = {"issue": bug.issue, "summary": bug.summary, "affected": list(bug.affected),
+                          "fixed_in": list(bug.fixed_in), "fix_commits": dict(bug.fix_commits)}
+        exp = request.node.stash.get(_EXPECT_KEY, None)
+        if exp is not None:
+            outcome["bug"]["on_this_build"] = {"status": exp.status, "reason": exp.reason}
     try:
         entry["bundle"] = str(report.write_case_bundle(ctx, env, outcome))
     except Exception as e:  # noqa: BLE001 - evidence must not change the verdict
@@ -315,12 +378,13 @@ def _dump_objects(ctx: CaseContext) -> None:
         (ctx.dir / "objects.yaml").write_text(f"# could not read final objects: {e}\n")
 
 
-def _expected(item: pytest.Item) -> str:
-    """"reproduced" where a kueue_bug marker's bug affects this Kueue version, else "passed"."""
-    m = item.get_closest_marker("kueue_bug")
-    if m is not None and versions.KNOWN_BUGS[m.args[0]].affects(item.config.option.kueue_version):
-        return "reproduced"
-    return "passed"
+def _expected(item: pytest.Item) -> tuple[str, str]:
+    """(expected verdict, why): "reproduced" where the case's kueue_bug affects the Kueue that runs,
+    "passed" where it is fixed or the case has no bug, "unknown" where that cannot be told."""
+    exp = item.stash.get(_EXPECT_KEY, None)
+    if exp is None:
+        return ("passed", "") if _bug(item) is None else ("unknown", "the environment did not start")
+    return {"affected": "reproduced", "fixed": "passed"}.get(exp.status, "unknown"), exp.reason
 
 
 @pytest.hookimpl(wrapper=True)
@@ -332,9 +396,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     ctx: CaseContext | None = getattr(item, "_kh_case", None)
     entry = verdicts.setdefault(item.nodeid, {
         "case": item.nodeid, "kueue_version": item.config.option.kueue_version, "verdict": "error",
-        "expected": _expected(item), "seconds": 0.0, "setup_seconds": 0.0, "teardown_seconds": 0.0,
+        "expected": "", "seconds": 0.0, "setup_seconds": 0.0, "teardown_seconds": 0.0,
         "detail": "",
     })
+    # After set-up the environment knows which Kueue runs: the version it reported, and what to expect.
+    env = getattr(item.config, "_kh_env", None)
+    if env is not None:
+        entry["kueue_version"] = env.kueue_version
+    entry["expected"], entry["expected_reason"] = _expected(item)
     # "seconds" is the time to verdict (the case's own run); environment start-up (setup of the first
     # case) and evidence writing (teardown) are kept apart so the figures compare across cases.
     key = {"call": "seconds", "setup": "setup_seconds", "teardown": "teardown_seconds"}[rep.when]
@@ -371,7 +440,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                            else "did not finish")
     env = getattr(session.config, "_kh_env", None)
     summary = {
-        "kueue_version": session.config.option.kueue_version,
+        # What ran: the version the Kueue binary reported (its "Initializing" log line), never the flag.
+        "kueue_version": env.kueue_version if env is not None else None,
+        "kueue_requested": session.config.option.kueue_version,
+        "kueue": env.kueue_build_info() if env is not None and hasattr(env, "kueue_build_info") else None,
         "kubernetes_version": getattr(env, "kubernetes_version", "") or (
             versions.KUBERNETES_VERSION if session.config.getoption("--target") == "local" else None),
         "target": session.config.getoption("--target"),

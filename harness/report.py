@@ -884,9 +884,20 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         ["case", f"`{meta.get('case', '?')}`"],
     ]
     if bug:
-        rows.append(["known bug", f"{bug.get('issue')}: {bug.get('summary')} (affected: {', '.join(bug.get('affected', []))})"])
+        fixed = f"; fixed in {', '.join(bug['fixed_in'])}" if bug.get("fixed_in") else ""
+        on = bug.get("on_this_build") or {}
+        here = f"<br>on this build: **{on.get('status')}**: {on.get('reason')}" if on else ""
+        rows.append(["known bug", f"{bug.get('issue')}: {bug.get('summary')} (affected: "
+                                  f"{', '.join(bug.get('affected', []))}{fixed}){here}"])
+    kb = meta.get("kueue") or {}
+    built = kb.get("build") or {}
+    kueue_cell = str(meta.get("kueue_version", "?"))
+    if kb.get("commit"):
+        kueue_cell += f" (commit `{str(kb['commit'])[:12]}`)"
+    if built.get("source"):
+        kueue_cell += f"; built from {built['source']}"
     rows += [
-        ["Kueue", str(meta.get("kueue_version", "?"))],
+        ["Kueue (as the binary reported)", kueue_cell],
         ["kube-apiserver", str(meta.get("kubernetes_version", "?"))],
         ["feature gates", gates_text],
         ["target", str(meta.get("target", "?"))],
@@ -1136,6 +1147,7 @@ def write_case_bundle(ctx: Any, env: Any, outcome: Mapping[str, Any]) -> Path:
         "seconds": outcome.get("seconds"),
         "bug": outcome.get("bug"),
         "kueue_version": getattr(env, "kueue_version", None),
+        "kueue": env.kueue_build_info() if hasattr(env, "kueue_build_info") else None,
         "kubernetes_version": getattr(env, "kubernetes_version", None) or versions.KUBERNETES_VERSION,
         "target": outcome.get("target") or getattr(env, "target", None) or "local",
         "feature_gates": _feature_gates(env),

@@ -55,10 +55,11 @@ def require_session() -> dict[str, Any]:
     return s
 
 
-def start(kueue_version: str, plan: str | None, ui: bool, artifacts: str | None, intercept: str | None = None,
+def start(kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None, intercept: str | None = None,
           timeout: float = 900) -> dict[str, Any]:
     """Start the supervisor in the background and wait until the environment is ready.
 
+    `kueue_version`: a tag, or a harness.env.kueue_build.KueueSpec (any tag, ref or source tree).
     Build progress and start-up lines go to <artifacts>/session.log and are echoed here. Raises
     HarnessError if a session already runs, or with the supervisor's last lines if it fails.
     """
@@ -76,7 +77,7 @@ def start(kueue_version: str, plan: str | None, ui: bool, artifacts: str | None,
         lock.close()
 
 
-def _start_locked(kueue_version: str, plan: str | None, ui: bool, artifacts: str | None, intercept: str | None,
+def _start_locked(kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None, intercept: str | None,
                   timeout: float) -> dict[str, Any]:
     running = read_session()
     if running is not None:
@@ -90,7 +91,8 @@ def _start_locked(kueue_version: str, plan: str | None, ui: bool, artifacts: str
     art = Path(artifacts or Path("artifacts") / run_id).resolve()
     art.mkdir(parents=True, exist_ok=True)
     log = art / "session.log"
-    cmd = [sys.executable, "-m", "harness.session", "--kueue-version", kueue_version, "--artifacts", str(art)]
+    spec_args = kueue_version.cli_args() if hasattr(kueue_version, "cli_args") else ["--kueue-version", kueue_version]
+    cmd = [sys.executable, "-m", "harness.session", *spec_args, "--artifacts", str(art)]
     if plan:
         cmd += ["--plan", plan]
     if ui:
@@ -159,7 +161,10 @@ def _serve(args: argparse.Namespace) -> int:
     art = Path(args.artifacts)
     plan = load_plan(args.plan) if args.plan else None  # validate before anything starts
     kubectl = binaries.kubectl()
-    env = LocalEnvironment.start(args.kueue_version, artifacts=art / "env", ui=args.ui, intercept=args.intercept)
+    from harness.env.kueue_build import KueueSpec
+
+    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo)
+    env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept)
     try:
         if plan is not None:
             env.proxy.load_plan(plan)
@@ -168,6 +173,7 @@ def _serve(args: argparse.Namespace) -> int:
         data = {
             "supervisor": {"pid": me, "start": proc_start_time(me)},
             "kueue_version": env.kueue_version,
+            "kueue": env.kueue_build_info(),
             "api_url": env.api_url,
             "admin_kubeconfig": str(env.admin_kubeconfig),
             "kubectl": str(kubectl),
@@ -204,7 +210,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="kueue-harness session supervisor (started by `kueue-harness up`)")
-    ap.add_argument("--kueue-version", required=True)
+    ap.add_argument("--kueue-version")
+    ap.add_argument("--kueue-ref")
+    ap.add_argument("--kueue-source")
+    ap.add_argument("--kueue-repo")
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--plan")
     ap.add_argument("--ui", action="store_true")

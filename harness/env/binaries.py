@@ -9,6 +9,8 @@ Cache layout (root: $KUEUE_HARNESS_CACHE or ~/.cache/kueue-harness):
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import json
 import os
 import re
@@ -17,9 +19,10 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 from harness import versions
 from harness.errors import BuildError, HarnessError
@@ -99,13 +102,13 @@ def _module_dir(go: str, module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
-def _kueue_target(version: str) -> GoTarget:
+def _kueue_target(version: str, commit: str = "module-proxy") -> GoTarget:
     go_mod = (
         "module kueueharness.local/build/kueue\n\ngo 1.25.0\n\n"
         f"require sigs.k8s.io/kueue {version}\n"
     )
     pkg = "sigs.k8s.io/kueue/pkg/version"
-    ldflags = f"-X '{pkg}.GitVersion={version}' -X '{pkg}.GitCommit=module-proxy'"
+    ldflags = f"-X '{pkg}.GitVersion={version}' -X '{pkg}.GitCommit={commit}'"
     return GoTarget(
         "kueue", version, go_mod, ("sigs.k8s.io/kueue/cmd/kueue",), "sigs.k8s.io/kueue/cmd/kueue",
         None, ldflags, "KUEUE_HARNESS_KUEUE_BINARY",
@@ -163,6 +166,20 @@ def _etcd_target() -> GoTarget:
     return GoTarget("etcd", ev, go_mod, (), None, _ETCD_MAIN, "", "KUEUE_HARNESS_ETCD")
 
 
+@contextmanager
+def build_lock(name: str) -> Iterator[None]:
+    """An exclusive lock between harness processes, so two of them never build the same binary into the
+    same temp file or check out the same worktree at once (the second waits, then finds the cache)."""
+    d = cache_root() / "locks"
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / f"{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _run_go(cmd: list[str], cwd: Path, log, what: str, progress: Progress) -> None:
     """Run a Go command, teeing output to `log`, printing a progress line every 20 s."""
     start = time.monotonic()
@@ -208,6 +225,13 @@ def build(target: GoTarget, progress: Progress = _default_progress) -> Path:
     out = root / "bin" / f"{target.name}-{target.version}"
     if out.is_file():
         return out
+    with build_lock(f"{target.name}-{target.version}"):
+        if out.is_file():  # another process built it while this one waited
+            return out
+        return _build_locked(target, root, out, progress)
+
+
+def _build_locked(target: GoTarget, root: Path, out: Path, progress: Progress) -> Path:
     go = go_binary()
     bdir = root / "build" / f"{target.name}-{target.version}"
     bdir.mkdir(parents=True, exist_ok=True)
@@ -235,13 +259,16 @@ def build(target: GoTarget, progress: Progress = _default_progress) -> Path:
 
 
 def kueue(version: str, progress: Progress = _default_progress) -> Path:
-    """The Kueue manager binary for `version` (e.g. "v0.17.0"). Raises UnservedVersion, BuildError."""
-    version = versions.kueue_release(version).version
-    return build(_kueue_target(version), progress)
+    """The Kueue manager binary for the tag `version` ("v0.17.0"), from the Go module proxy or the git
+    repository (harness/env/kueue_build.py). Raises UnservedVersion, BuildError."""
+    from harness.env import kueue_build
+
+    return kueue_build.build(kueue_build.KueueSpec(version=versions.check_tag(version)), progress).binary
 
 
 def kueue_source(version: str) -> Path:
-    """The Kueue module folder for `version` (read-only, in GOMODCACHE): holds config/components/."""
+    """A folder holding config/components (CRDs, webhooks) of Kueue `version`: $KUEUE_HARNESS_KUEUE_SOURCE,
+    else the Go module's folder in GOMODCACHE (read-only)."""
     override = os.environ.get("KUEUE_HARNESS_KUEUE_SOURCE")
     if override:
         return Path(override)
@@ -290,22 +317,35 @@ def etcd(progress: Progress = _default_progress) -> Path:
 
 @dataclass(frozen=True)
 class Binaries:
-    """Paths of the four real components for one Kueue version."""
+    """Paths of the real components for one Kueue build. `kueue_source` holds config/components of the
+    same tree as `kueue`; `kueue_build` says what that build is (harness/env/kueue_build.KueueBuild)."""
 
     kueue: Path
     kueue_source: Path
     kube_apiserver: Path
     kube_controller_manager: Path
     etcd: Path
+    kueue_build: Any = None
 
 
-def ensure_all(kueue_version: str, progress: Progress = _default_progress) -> Binaries:
-    """Build (or find) every component for `kueue_version`. Raises UnservedVersion, BuildError."""
-    kueue_version = versions.kueue_release(kueue_version).version
+def ensure_all(kueue_spec: Any, progress: Progress = _default_progress) -> Binaries:
+    """Build (or find) every component for a Kueue build: a KueueSpec, or a tag string ("v0.17.0").
+    Raises UnservedVersion, BuildError, HarnessError."""
+    from harness.env import kueue_build
+
+    spec = kueue_spec if isinstance(kueue_spec, kueue_build.KueueSpec) else \
+        kueue_build.KueueSpec(version=versions.check_tag(kueue_spec))
+    kb = kueue_build.build(spec, progress)
+    if kb.dir is None:
+        if not spec.version:
+            raise HarnessError("KUEUE_HARNESS_KUEUE_BINARY with --kueue-ref/--kueue-source needs KUEUE_HARNESS_KUEUE_SOURCE: "
+                               "the Kueue tree the binary was built from (its config/components has the CRDs)")
+        kb = dataclasses.replace(kb, dir=kueue_source(spec.version))
     return Binaries(
-        kueue=kueue(kueue_version, progress),
-        kueue_source=kueue_source(kueue_version),
+        kueue=kb.binary,
+        kueue_source=kb.dir,
         kube_apiserver=kube_apiserver(progress),
         kube_controller_manager=kube_controller_manager(progress),
         etcd=etcd(progress),
+        kueue_build=kb,
     )

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import yaml
 
-from harness import pki, versions
+from harness import kueue_log, pki, versions
 from harness.env import binaries
 from harness.errors import EnvironmentNotReady, HarnessError, PortInUse
 from harness.objects import webhooks_answer
@@ -179,6 +179,8 @@ class LocalEnvironment:
     #: Top-level keys merged over the generated Kueue Configuration (e.g. {"clientConnection": {"qps": 500}}).
     kueue_config_overrides: dict[str, Any] = field(default_factory=dict)
     _api: Any = None
+    #: {"gitVersion", "gitCommit", "buildDate"} from Kueue's own "Initializing" log line (what ran).
+    kueue_reported: dict[str, str] = field(default_factory=dict)
     #: (mitmweb UI port, intercept filter) for `kueue-harness up --ui`, else None.
     ui: tuple[int, str | None] | None = None
 
@@ -193,17 +195,19 @@ class LocalEnvironment:
     # ---- start -----------------------------------------------------------------------------------
     @classmethod
     def start(
-        cls, kueue_version: str = versions.DEFAULT_KUEUE_VERSION, artifacts: Path | None = None,
+        cls, kueue_version: Any = versions.DEFAULT_KUEUE_VERSION, artifacts: Path | None = None,
         say: Say = _say, with_proxy: bool = True, proxy_port: int | None = None,
         control_port: int | None = None, kueue_config_overrides: dict[str, Any] | None = None,
         ui: bool = False, intercept: str | None = None,
     ) -> "LocalEnvironment":
         """Build what is missing, start every component, and wait until Kueue's webhooks answer.
 
+        `kueue_version`: a tag ("v0.17.0") or a harness.env.kueue_build.KueueSpec (any tag, ref or source
+        tree). Afterwards `kueue_version` is what the running binary reported in its "Initializing" log
+        line (cmd/kueue/main.go), and `kueue_reported` holds its gitVersion and gitCommit.
         Raises UnservedVersion, BuildError, PortInUse, EnvironmentNotReady (with the log tail of the
         component that failed). On failure everything started so far is stopped again.
         """
-        kueue_version = versions.kueue_release(kueue_version).version
         reap_stale(runs_root(), say)
         for port, what in ((proxy_port, "proxy"), (control_port, "proxy control channel")):
             if port:
@@ -223,7 +227,7 @@ class LocalEnvironment:
         }
         admin_token = secrets.token_urlsafe(24)
         env = cls(
-            kueue_version=kueue_version, artifacts=artifacts, state=state, bins=bins, procs=procs,
+            kueue_version=bins.kueue_build.version, artifacts=artifacts, state=state, bins=bins, procs=procs,
             ports=ports, admin_token=admin_token, ca_file=state / "ca.crt",
             admin_kubeconfig=state / "admin.kubeconfig", say=say,
             kueue_config_overrides=dict(kueue_config_overrides or {}),
@@ -466,7 +470,7 @@ class LocalEnvironment:
 
     def _kueue_config(self) -> dict[str, Any]:
         return {
-            "apiVersion": versions.kueue_release(self.kueue_version).config_api,
+            "apiVersion": versions.kueue_profile(self.bins.kueue_build.base_tag).config_api,
             "kind": "Configuration",
             "namespace": KUEUE_NAMESPACE,
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.ports['kueue_health']}"},
@@ -507,7 +511,26 @@ class LocalEnvironment:
             90, "Kueue /readyz",
         )
         self.started["kueue_readyz_seconds"] = time.monotonic() - t_kueue
+        self._read_reported_version()
         self._wait_process("kueue", self._webhooks_answer, 60, "Kueue's webhooks to answer (dry-run create)")
+
+    def _read_reported_version(self) -> None:
+        """What the binary says it is: the last "Initializing" line of its log (gitVersion, gitCommit)."""
+        for line in kueue_log.lines(self.kueue_log):
+            if line.get("msg") == "Initializing" and "gitVersion" in line:
+                self.kueue_reported = {k: str(line.get(k, "")) for k in ("gitVersion", "gitCommit", "buildDate")}
+        if self.kueue_reported.get("gitVersion"):
+            self.kueue_version = self.kueue_reported["gitVersion"]
+
+    def kueue_identity(self) -> versions.BuildIdentity:
+        """The running Kueue as known bugs judge it (reported version and commit, ancestry in its repo)."""
+        return self.bins.kueue_build.identity(self.kueue_reported.get("gitVersion"),
+                                              self.kueue_reported.get("gitCommit"))
+
+    def kueue_build_info(self) -> dict[str, Any]:
+        """For summary.json / bundle.json: what ran (reported) and how it was built."""
+        return {"version": self.kueue_version, "commit": self.kueue_reported.get("gitCommit") or self.bins.kueue_build.commit,
+                "reported": dict(self.kueue_reported), "build": self.bins.kueue_build.to_json()}
 
     def _webhooks_answer(self) -> bool:
         return webhooks_answer(self.api_client())

@@ -250,7 +250,7 @@ def test_kueue_unserved_version_raises_before_any_build(tmp_path: Path, monkeypa
     monkeypatch.setattr(binaries, "build", lambda *a, **kw: calls.append(a) or Path("/nonexistent"))
     monkeypatch.setattr(binaries, "go_binary", lambda: calls.append("go") or str(go))
     with pytest.raises(UnservedVersion) as exc:
-        binaries.kueue("v0.16.5", progress=lambda s: None)
+        binaries.kueue("v0.15.0", progress=lambda s: None)  # older than the oldest profile
     assert exc.value.exit_code == 3
     assert calls == []
     assert not isolated.exists()
@@ -259,7 +259,7 @@ def test_kueue_unserved_version_raises_before_any_build(tmp_path: Path, monkeypa
 def test_kueue_unserved_even_with_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUEUE_HARNESS_KUEUE_BINARY", str(_script(tmp_path / "k")))
     with pytest.raises(UnservedVersion):
-        binaries.kueue("v0.16.5")
+        binaries.kueue("v0.15.0")
 
 
 def test_ensure_all_unserved_raises_before_any_build(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""Unit tests for harness.versions: known-bug version ranges and the pinned Kueue release table."""
+"""Unit tests for harness.versions: tags, version profiles, and known bugs judged by range or ancestry."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from harness import versions
 from harness.errors import HarnessError, UnservedVersion
-from harness.versions import KNOWN_BUGS, KUEUE_RELEASES, KnownBug, kueue_release
+from harness.versions import KNOWN_BUGS, KnownBug
 
 BUG_11480 = KNOWN_BUGS["kubernetes-sigs/kueue#11480"]
 BUG_11480_OVERSUB = KNOWN_BUGS["kubernetes-sigs/kueue#11480-oversubscription"]
@@ -48,38 +48,87 @@ def test_affects_any_of_several_ranges() -> None:
     assert not bug.affects("v1.2.0")
 
 
-def test_every_served_release_is_keyed_by_its_own_tag() -> None:
-    assert KUEUE_RELEASES, "at least one pinned release"
-    for tag, rel in KUEUE_RELEASES.items():
-        assert tag.startswith("v")
-        assert rel.version == tag
-    assert versions.DEFAULT_KUEUE_VERSION in KUEUE_RELEASES
+@pytest.mark.parametrize(("spelling", "tag"), [("v0.17.0", "v0.17.0"), ("0.17.4", "v0.17.4"), ("v0.19.2", "v0.19.2"),
+                                           ("v0.18.0-rc.1", "v0.18.0-rc.1")])
+def test_check_tag_accepts_any_tag_from_the_first_profile(spelling: str, tag: str) -> None:
+    assert versions.check_tag(spelling) == tag
 
 
-@pytest.mark.parametrize("spelling", ["v0.17.0", "0.17.0"])
-def test_kueue_release_for_pinned_version(spelling: str) -> None:
-    rel = kueue_release(spelling)
-    assert rel.version == "v0.17.0"
-    assert rel.config_api == "config.kueue.x-k8s.io/v1beta2"
-    assert rel is KUEUE_RELEASES["v0.17.0"]
-
-
-@pytest.mark.parametrize("spelling", ["v0.16.5", "0.16.5", "v0.99.0"])
-def test_kueue_release_unserved_lists_served_versions(spelling: str) -> None:
+@pytest.mark.parametrize("spelling", ["v0.15.0", "0.14.0", "v0.9.9"])
+def test_check_tag_refuses_older_versions_with_the_reason(spelling: str) -> None:
     with pytest.raises(UnservedVersion) as exc:
-        kueue_release(spelling)
-    err = exc.value
-    assert isinstance(err, HarnessError)
-    assert err.exit_code == 3
-    msg = str(err)
-    assert "v" + spelling.lstrip("v") in msg
-    for tag in KUEUE_RELEASES:
-        assert tag in msg
-    assert ", ".join(KUEUE_RELEASES) in msg
-    assert "--kueue-version" in msg
-    assert "KUEUE_RELEASES" in msg
-    # `from None`: no KeyError chained into the user-facing error.
-    assert err.__cause__ is None and err.__suppress_context__
+        versions.check_tag(spelling)
+    assert exc.value.exit_code == 3
+    assert "v1beta1" in str(exc.value) and versions.KUEUE_PROFILES[0].since in str(exc.value)
+
+
+@pytest.mark.parametrize("spelling", ["main", "release-0.17", "2f5004ff", "v0.17"])
+def test_check_tag_sends_refs_to_kueue_ref(spelling: str) -> None:
+    with pytest.raises(UnservedVersion) as exc:
+        versions.check_tag(spelling)
+    assert "--kueue-ref" in str(exc.value)
+    assert isinstance(exc.value, HarnessError)
+
+
+def test_profile_for_untagged_builds_is_the_newest() -> None:
+    assert versions.kueue_profile(None) is versions.KUEUE_PROFILES[-1]
+    assert versions.kueue_profile("v0.19.2").config_api == "config.kueue.x-k8s.io/v1beta2"
+
+
+# --- expectations on real builds: release tags by range, other builds by git ancestry -------------------
+
+def _ident(version: str, base: str | None = None, contains: dict[str, bool | None] | None = None,
+           commit: str | None = "c0ffee00") -> versions.BuildIdentity:
+    return versions.BuildIdentity(version, commit, base,
+                                  (lambda sha: contains.get(sha)) if contains is not None else None)
+
+
+@pytest.mark.parametrize(("tag", "status"), [("v0.16.6", "affected"), ("v0.16.9", "fixed"), ("v0.17.0", "affected"),
+                                             ("v0.17.3", "affected"), ("v0.17.4", "fixed"), ("v0.18.0", "fixed"),
+                                             ("v0.19.2", "fixed")])
+def test_release_tags_are_judged_by_range(tag: str, status: str) -> None:
+    exp = BUG_11480.expectation(_ident(tag, tag))
+    assert exp.status == status
+    assert tag in exp.reason
+
+
+def test_a_commit_containing_a_fix_commit_is_fixed() -> None:
+    exp = BUG_11480.expectation(_ident("v0.17.0-227-g2f5004ff", "v0.17.0",
+                                       {"90a852a2": False, "2f5004ff": True, "32754e7e": False}))
+    assert exp.status == "fixed" and "2f5004ff" in exp.reason and "release-0.17" in exp.reason
+
+
+def test_the_parent_of_the_fix_is_affected() -> None:
+    exp = BUG_11480.expectation(_ident("v0.17.0-226-g6b0c7a1d", "v0.17.0",
+                                       {"90a852a2": False, "2f5004ff": False, "32754e7e": False}))
+    assert exp.status == "affected" and "none of the fix commits" in exp.reason
+
+
+def test_a_fix_commit_missing_from_the_repository_leaves_it_unknown() -> None:
+    exp = BUG_11480.expectation(_ident("v0.17.0-5-gabc", "v0.17.0", {"90a852a2": None, "2f5004ff": False,
+                                                                      "32754e7e": False}))
+    assert exp.status == "unknown" and "plain verdict" in exp.reason
+
+
+def test_a_shallow_untagged_build_is_unknown_unless_it_contains_the_fix() -> None:
+    no = {"90a852a2": False, "2f5004ff": False, "32754e7e": False}
+    assert BUG_11480.expectation(_ident("ff69552e", None, no)).status == "unknown"
+    assert BUG_11480.expectation(_ident("ff69552e", None, {**no, "90a852a2": True})).status == "fixed"
+    # no repository to ask at all
+    assert BUG_11480.expectation(_ident("v0.17.0-3-gabc", "v0.17.0", None)).status == "unknown"
+
+
+def test_a_bug_with_no_known_fix_affects_every_build() -> None:
+    for ident in (_ident("v0.19.2", "v0.19.2"), _ident("ff69552e", None, {}), _ident("v0.17.4-dirty+12345678", "v0.17.4")):
+        assert BUG_11480_OVERSUB.expectation(ident).status == "affected", ident
+
+
+def test_dirty_source_builds_use_their_base_tag() -> None:
+    exp = BUG_11480.expectation(_ident("v0.17.4-dirty+1a2b3c4d", "v0.17.4", {"90a852a2": False, "2f5004ff": True}))
+    assert exp.status == "fixed"
+    exp = BUG_11480.expectation(_ident("v0.17.1-dirty+1a2b3c4d", "v0.17.1",
+                                       {"90a852a2": False, "2f5004ff": False, "32754e7e": False}))
+    assert exp.status == "affected"
 
 
 def test_kubernetes_staging_version_matches_kubernetes_version() -> None:
