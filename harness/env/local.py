@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -529,7 +530,9 @@ class LocalEnvironment:
 
     def kueue_build_info(self) -> dict[str, Any]:
         """For summary.json / bundle.json: what ran (reported) and how it was built."""
-        return {"version": self.kueue_version, "commit": self.kueue_reported.get("gitCommit") or self.bins.kueue_build.commit,
+        reported = self.kueue_reported.get("gitCommit", "")
+        commit = reported if re.fullmatch(r"[0-9a-f]{7,40}", reported) else self.bins.kueue_build.commit
+        return {"version": self.kueue_version, "commit": commit,
                 "reported": dict(self.kueue_reported), "build": self.bins.kueue_build.to_json()}
 
     def _webhooks_answer(self) -> bool:
