@@ -1,9 +1,10 @@
 """Fault rules: what request to act on (a Match over a classified KueueWrite and raw fields), what to
-do with it (hold the request or the response, delay, fail with a Kubernetes Status, reset the stream,
-observe, drop watch events), and when a hold ends (Release triggers). Pure logic.
+do with it (an action of the registry in harness/actions.py: hold the request or the response, delay,
+fail with a Kubernetes Status, reset the stream, observe, drop or delay watch events, restart Kueue), and
+when a hold ends or a process fault fires (Release triggers). Pure logic.
 
-The proxy addon asks `RuleBook` for every request and `trigger_satisfied` after every event; the
-harness and YAML plans (harness/plans.py) build the same classes, so no path can drift.
+The proxy (harness/faultproxy/) asks `RuleBook` for every request and `trigger_satisfied` after every
+event; the harness and YAML plans (harness/plans.py) build the same classes, so no path can drift.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from functools import lru_cache
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.kueue_api import WRITE_CLASSES, KueueWrite, parse_path
+from harness import actions
+from harness.actions import STAGES, WATCH_EVENT_TYPES, RuleError
+from harness.kueue_api import WRITE_CLASSES, KueueWrite, WatchEvent, parse_path
 
 
 @lru_cache(maxsize=256)
@@ -28,10 +31,8 @@ def _jsonpath(expr: str):
     except (JsonPathLexerError, JsonPathParserError, Exception) as e:  # noqa: BLE001 - any parse failure
         raise RuleError(f"match.body_jsonpath: {expr!r} is not a JSONPath: {e}") from None
 
-STAGES = ("request", "response")
-#: "observe" acts on nothing: it names requests so that other rules' triggers can refer to them.
-#: "drop_watch_events" drops Workload events on Kueue's watch streams whose object matches.
-ACTIONS = ("hold", "delay", "fail", "reset", "observe", "drop_watch_events")
+#: The registered action names (harness/actions.py), in registration order.
+ACTIONS = actions.names()
 #: States of a rule's flow a trigger can wait for: "held" (for a response hold: kube-apiserver has
 #: answered), "released" (the proxy let it go), "answered" (the answer was delivered to Kueue).
 TRIGGER_STATES = ("held", "released", "answered")
@@ -71,10 +72,6 @@ def _nested_repeat(pattern: str) -> bool:
     return walk(p.parse(pattern), False)
 
 
-class RuleError(ValueError):
-    """A rule or match has an unknown key or a bad value; the message names it."""
-
-
 def _check_keys(d: dict[str, Any], allowed: set[str], what: str) -> None:
     unknown = sorted(set(d) - allowed)
     if unknown:
@@ -90,7 +87,8 @@ class Match:
     `kind`: "Workload", "Job", ...; `method`: HTTP verb; `path_regex`: searched in the full path+query;
     `resource`/`subresource`: from the API path ("workloads", "status"); `body_jsonpath`: a JSONPath
     (jsonpath-ng, extended syntax) that must find something in the JSON body, and equal `body_equals`
-    (compared as strings) when that is given.
+    (compared as strings) when that is given; `event_type`: for watch actions only, the watch event's
+    type (ADDED, MODIFIED or DELETED; several joined by "|").
     """
 
     write: str | None = None
@@ -104,6 +102,7 @@ class Match:
     subresource: str | None = None
     body_jsonpath: str | None = None
     body_equals: str | None = None
+    event_type: str | None = None
 
     def __str__(self) -> str:
         """Only the fields that are set: "write=admission, name=job-job1-*"."""
@@ -139,7 +138,25 @@ class Match:
             _jsonpath(m.body_jsonpath)
         if m.body_equals is not None and not m.body_jsonpath:
             raise RuleError("match.body_equals needs match.body_jsonpath")
+        if m.event_type is not None:
+            bad = [t for t in m.event_type.split("|") if t not in WATCH_EVENT_TYPES]
+            if bad:
+                raise RuleError(f"match.event_type: {bad[0]!r} is not one of {', '.join(WATCH_EVENT_TYPES)} "
+                                "(several: joined by '|')")
         return m
+
+    def matches_watch_event(self, ev: WatchEvent) -> bool:
+        """True if a Workload watch event matches `name`, `namespace` and `event_type` (the only keys watch
+        actions take). BOOKMARK and ERROR events, and events without an object name, never match."""
+        if ev.type not in WATCH_EVENT_TYPES or ev.name is None:
+            return False
+        if self.event_type and ev.type not in self.event_type.split("|"):
+            return False
+        if self.name and not fnmatch.fnmatchcase(ev.name, self.name):
+            return False
+        if self.namespace and not fnmatch.fnmatchcase(ev.namespace or "", self.namespace):
+            return False
+        return True
 
     def matches(self, write: KueueWrite | None, method: str, path: str, body: Any = None) -> bool:
         """True if a request (its classification `write`, HTTP `method`, full `path`, parsed JSON `body`)
@@ -248,21 +265,29 @@ class Release:
         return r
 
 
+#: Rule keys every action shares (Rule's fields except `params`); extra keys come from the actions.
+_BASE_KEYS = ("id", "match", "action", "stage", "times", "status", "reason", "message", "delay", "max_hold",
+              "release")
+
+
+def rule_keys() -> set[str]:
+    """Every key a rule may have: the shared ones and each registered action's `params`."""
+    return set(_BASE_KEYS) | set(actions.all_params())
+
+
 @dataclass(frozen=True)
 class Rule:
     """A fault: at `stage` ("request" before kube-apiserver sees it, "response" after it answered),
     do `action` to the first `times` matching requests (None = every match).
 
-    action "hold": park the flow until released or failed through the control channel (or until
-    `max_hold` seconds pass: then it is released and the hold is marked expired);
-    action "delay": wait `delay` seconds, then continue;
-    action "fail": answer `status` with a Kubernetes Status body (request stage: the server is never
-    contacted; response stage: the server's answer is replaced);
-    action "reset": reset the HTTP/2 stream (close the HTTP/1.1 connection) instead of answering;
-    action "observe": do nothing, but record the flow so that triggers can refer to it;
-    action "drop_watch_events": drop Workload events matching `match.name`/`match.namespace` from Kueue's
-    watch streams (`times` counts dropped events).
-    `release`: when a hold ends by itself (triggers over other rules' flows, a timeout).
+    `action` names a kind of harness/actions.py (its class says what it does, where it acts, and what it
+    accepts): "hold" parks the flow until released or failed (or until `max_hold` seconds pass: then it
+    is released and the hold is marked expired); "delay" waits `delay` seconds; "fail" answers `status`
+    with a Kubernetes Status body; "reset" resets the stream; "observe" records the flow for triggers;
+    "drop_watch_events" / "delay_watch_events" drop or delay Workload events on Kueue's watch streams
+    (`times` counts events); "restart_kueue" restarts Kueue when its triggers hold.
+    `release`: when a hold ends by itself, or when a process fault fires (triggers, a timeout).
+    `params`: the extra keys of the action (("kill", True) for restart_kueue), sorted by key.
     """
 
     id: str
@@ -276,11 +301,24 @@ class Rule:
     delay: float = 0.0
     max_hold: float = 600.0
     release: Release | None = None
+    params: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def kind(self) -> actions.Action:
+        """The action's class instance from the registry."""
+        return actions.get(self.action)
+
+    def param(self, key: str) -> Any:
+        """The value of the action's extra key `key` (its default when the rule does not give it)."""
+        for k, v in self.params:
+            if k == key:
+                return v
+        return self.kind.params.get(key)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Rule":
         """Build from a dict (the control channel's JSON). Raises RuleError on bad input."""
-        _check_keys(d, set(cls.__dataclass_fields__), f"rule {d.get('id', '?')}")
+        _check_keys(d, rule_keys(), f"rule {d.get('id', '?')}")
         if not d.get("id"):
             raise RuleError("rule: `id` is required")
         if not isinstance(d["id"], str):
@@ -290,51 +328,67 @@ class Rule:
             raise RuleError(f"rule {d['id']!r}: id must be letters, digits, '.', '_' or '-' (at most 63), "
                             "starting with a letter or digit")
         d = dict(d)
+        rid = d["id"]
         match = d.get("match") or {}
         if not isinstance(match, dict):
-            raise RuleError(f"rule {d['id']}: match: expected an object, got {type(match).__name__}")
+            raise RuleError(f"rule {rid}: match: expected an object, got {type(match).__name__}")
         try:
             d["match"] = Match.from_dict(dict(match))
         except RuleError as e:
-            raise RuleError(f"rule {d['id']}: {e}") from None
-        if d.get("action") == "hold_response":  # plan sugar
-            if d.get("stage", "response") != "response":
-                raise RuleError(f"rule {d['id']}: stage {d['stage']!r} conflicts with action hold_response "
-                                "(a hold at stage response)")
-            d["action"], d["stage"] = "hold", "response"
+            raise RuleError(f"rule {rid}: {e}", key="match") from None
+        try:
+            kind = actions.get(d.get("action", "hold"))
+        except KeyError:
+            raise RuleError(f"rule {rid}: action {d.get('action')!r} is not one of {', '.join(ACTIONS)}",
+                            key="action") from None
+        d = kind.normalize(d)
         if d.get("release") is not None:
-            d["release"] = Release.from_dict(d["release"], d["id"])
+            d["release"] = Release.from_dict(d["release"], rid)
         for k, types in (("times", int), ("status", int), ("delay", (int, float)), ("max_hold", (int, float))):
             if k not in d or (k == "times" and d[k] is None):
                 continue
             if isinstance(d[k], bool) or not isinstance(d[k], types) or not math.isfinite(d[k]):
-                raise RuleError(f"rule {d['id']}: {k} must be a finite number, got {d[k]!r}")
+                raise RuleError(f"rule {rid}: {k} must be a finite number, got {d[k]!r}", key=k)
+        params = {}
+        for k, (owner, _default) in actions.all_params().items():
+            if k in d:
+                if owner != kind.name:
+                    raise RuleError(f"rule {rid}: {k} applies to action {owner} only, not {kind.name}", key=k)
+                params[k] = d.pop(k)
+        d["params"] = tuple(sorted(params.items()))
         r = cls(**d)
-        if r.action not in ACTIONS:
-            raise RuleError(f"rule {r.id}: action {r.action!r} is not one of {', '.join(ACTIONS)}")
         if r.stage not in STAGES:
-            raise RuleError(f"rule {r.id}: stage {r.stage!r} is not one of {', '.join(STAGES)}")
+            raise RuleError(f"rule {r.id}: stage {r.stage!r} is not one of {', '.join(STAGES)}", key="stage")
         if r.times is not None and r.times < 1:
-            raise RuleError(f"rule {r.id}: times must be >= 1 or null")
+            raise RuleError(f"rule {r.id}: times must be >= 1 or null", key="times")
         if not 100 <= r.status <= 599:
-            raise RuleError(f"rule {r.id}: status {r.status} is not an HTTP status")
+            raise RuleError(f"rule {r.id}: status {r.status} is not an HTTP status", key="status")
         if r.delay < 0:
-            raise RuleError(f"rule {r.id}: delay must be >= 0, got {r.delay}")
+            raise RuleError(f"rule {r.id}: delay must be >= 0, got {r.delay}", key="delay")
         if r.max_hold <= 0:
-            raise RuleError(f"rule {r.id}: max_hold must be > 0, got {r.max_hold}")
-        if r.release is not None and r.action != "hold":
-            raise RuleError(f"rule {r.id}: `release` applies to action hold only, not {r.action}")
-        if r.action in ("observe", "drop_watch_events") and r.stage != "request":
+            raise RuleError(f"rule {r.id}: max_hold must be > 0, got {r.max_hold}", key="max_hold")
+        if r.release is not None and not kind.takes_release:
+            takers = ", ".join(a for a in ACTIONS if actions.get(a).takes_release)
+            raise RuleError(f"rule {r.id}: `release` applies to actions {takers} only, not {r.action}",
+                            key="release")
+        if r.stage not in kind.stages:
             # The proxy consults these at the request stage only; anything else would never act.
             raise RuleError(f"rule {r.id}: stage {r.stage!r} does not apply to action {r.action} "
-                            "(observe records the whole flow; leave `stage` out)")
-        if r.action == "drop_watch_events" and (r.match.write or r.match.method or r.match.path_regex):
-            raise RuleError(f"rule {r.id}: drop_watch_events matches watch events by name/namespace only")
+                            f"({kind.stage_hint}; leave `stage` out)", key="stage")
+        if r.match.event_type is not None and kind.consulted != "watch":
+            raise RuleError(f"rule {r.id}: match.event_type applies to watch actions only "
+                            f"({', '.join(a for a in ACTIONS if actions.get(a).consulted == 'watch')})",
+                            key="match")
+        kind.validate(r)
         return r
 
     def to_dict(self) -> dict[str, Any]:
+        """The rule as the control channel's JSON (and `rule_added` events) carry it: match without unset
+        keys, the action's extra keys at the top level, `release` only when given."""
         d = asdict(self)
         d["match"] = {k: v for k, v in d["match"].items() if v is not None}
+        d.pop("params")
+        d.update(dict(self.params))
         if self.release is None:
             d.pop("release")
         else:
@@ -367,9 +421,19 @@ def validate_rule_set(rules: list[Rule], loaded: set[str] = frozenset()) -> None
             target = by_id.get(t.rule or "")
             if target is None:
                 continue
-            if t.state in ("held", "released") and target.action != "hold":
+            if t.rule and t.state not in target.kind.trigger_states:
+                if t.state in ("held", "released") and target.kind.consulted != "signal":
+                    raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but {t.rule} "
+                                    f"(action {target.action}) never holds a flow")
                 raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but {t.rule} "
-                                f"(action {target.action}) never holds a flow")
+                                f"(action {target.action}) can only be waited for as "
+                                f"{' or '.join(target.kind.trigger_states) or 'nothing'}")
+            if t.delivered and target.kind.consulted in ("watch", "signal"):
+                raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.delivered}'s object to be "
+                                f"delivered, but {t.delivered} (action {target.action}) has no answered write")
+            if t.status is not None and target.kind.consulted == "signal":
+                raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state} with status "
+                                f"{t.status}, but {t.rule} (action {target.action}) has no HTTP status")
             if t.state == "held" and t.status is not None and target.stage != "response":
                 raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} held with status "
                                 f"{t.status}, but {t.rule} holds requests (stage request), which have no status")
@@ -484,9 +548,10 @@ class RuleBook:
         self.rules.pop(rule_id, None)
 
     def first(self, write: KueueWrite | None, method: str, path: str, stage: str, body: Any = None) -> Rule | None:
-        """The first acting rule (not observe / drop_watch_events) that takes this request at `stage`."""
+        """The first acting rule (its action acts on flows: not observe, watch or signal kinds) that takes
+        this request at `stage`."""
         for st in self.rules.values():
-            if st.rule.action in ("observe", "drop_watch_events"):
+            if st.rule.kind.consulted != "flow":
                 continue
             if st.take(write, method, path, stage, body):
                 return st.rule
@@ -495,19 +560,25 @@ class RuleBook:
     def observers(self, write: KueueWrite | None, method: str, path: str, body: Any = None) -> list[Rule]:
         """Every observe rule that takes this request (they do not exclude each other or acting rules)."""
         return [st.rule for st in self.rules.values()
-                if st.rule.action == "observe" and st.take(write, method, path, "request", body)]
+                if st.rule.kind.consulted == "observe" and st.take(write, method, path, "request", body)]
 
-    def drop_watch_event(self, namespace: str | None, name: str | None) -> Rule | None:
-        """The drop_watch_events rule that drops a watch event for namespace/name (counts it), if any."""
+    def watch_rule(self, ev: WatchEvent) -> Rule | None:
+        """The first watch rule (drop_watch_events, delay_watch_events, …) with uses left whose match takes
+        this Workload watch event; counts the use. None if no rule takes it."""
         for st in self.rules.values():
             r = st.rule
-            if r.action != "drop_watch_events" or (r.times is not None and st.hits >= r.times):
+            if r.kind.consulted != "watch" or (r.times is not None and st.hits >= r.times):
                 continue
-            m = r.match
-            if m.name and not fnmatch.fnmatchcase(name or "", m.name):
-                continue
-            if m.namespace and not fnmatch.fnmatchcase(namespace or "", m.namespace):
-                continue
-            st.hits += 1
-            return r
+            if r.match.matches_watch_event(ev):
+                st.hits += 1
+                return r
         return None
+
+    def has(self, consulted: str) -> bool:
+        """Whether any loaded rule's action is consulted that way ("watch", "signal", …)."""
+        return any(st.rule.kind.consulted == consulted for st in self.rules.values())
+
+    def drop_watch_event(self, namespace: str | None, name: str | None) -> Rule | None:
+        """The watch rule that takes a MODIFIED event for namespace/name (counts it), if any. Kept for
+        callers of the older API; the proxy uses `watch_rule`."""
+        return self.watch_rule(WatchEvent("MODIFIED", "Workload", namespace, name, None))

@@ -16,14 +16,15 @@ from typing import Any
 import yaml
 
 from harness.errors import HarnessError
-from harness.faults import Match, Release, Rule, RuleError, Trigger, validate_rule_set
+from harness import actions
+from harness.faults import Match, Release, Rule, RuleError, Trigger, rule_keys, validate_rule_set
 
 PLANS_DIR = Path(__file__).resolve().parent.parent / "cases" / "plans"
 API_VERSION = "kueue-harness/v1"
 KIND = "FaultPlan"
 
 _TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules"}
-_RULE_KEYS = {f.name for f in dataclasses.fields(Rule)}
+_RULE_KEYS = rule_keys()  # the shared keys and every action's extra keys (harness/actions.py)
 _MATCH_KEYS = {f.name for f in dataclasses.fields(Match)}
 _RELEASE_KEYS = {f.name for f in dataclasses.fields(Release)}
 _TRIGGER_KEYS = {f.name for f in dataclasses.fields(Trigger)}
@@ -167,13 +168,24 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         if not isinstance(rdata, dict):
             raise _err(source, rnode, f"rules[{i}]: expected a mapping")
         rdata = dict(rdata)
-        if namespace is not None and isinstance(rdata.get("match"), dict) and not rdata["match"].get("namespace"):
+        try:
+            signal = actions.get(rdata.get("action", "hold")).consulted == "signal"
+        except KeyError:
+            signal = False  # Rule.from_dict names the unknown action below
+        if signal:
+            pass  # a process fault matches no request: no namespace to narrow it to
+        elif namespace is not None and isinstance(rdata.get("match"), dict) and not rdata["match"].get("namespace"):
             rdata["match"] = {**rdata["match"], "namespace": namespace}
         elif namespace is not None and rdata.get("match") is None:
             rdata["match"] = {"namespace": namespace}
         try:
             rule = Rule.from_dict(rdata)
-        except (RuleError, TypeError) as e:
+        except RuleError as e:
+            node = _field_node(keys, str(e), rnode)
+            if e.key in keys and e.key not in ("match", "release"):  # the key the message is about
+                node = keys[e.key][0]
+            raise _err(source, node, str(e)) from None
+        except TypeError as e:
             raise _err(source, _field_node(keys, str(e), rnode), str(e)) from None
         rules.append(rule)
         lines[rule.id] = rnode.start_mark.line + 1

@@ -286,7 +286,7 @@ def test_release_on_a_non_hold_action(tmp_path: Path) -> None:
             release:   # <-
               timeout: 5
     """)
-    assert_error(tmp_path, text, ["rule a: `release` applies to action hold only, not fail"])
+    assert_error(tmp_path, text, ["rule a: `release` applies to actions hold, restart_kueue only, not fail"])
 
 
 def test_hold_response_with_a_request_stage_is_an_error(tmp_path: Path) -> None:
