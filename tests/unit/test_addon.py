@@ -19,7 +19,7 @@ from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 
 from harness.faults import kubernetes_status
-from proxy_addons.kueue_faults import KueueFaults
+from harness.faultproxy import KueueFaults
 
 T = TypeVar("T")
 

@@ -67,10 +67,10 @@ def test_rule_ids_that_cannot_travel_in_a_path_are_refused(rule_id):
 
 def test_control_channel_drops_idle_clients(monkeypatch):
     """A client that connects and sends nothing is disconnected after the read timeout."""
-    from proxy_addons import kueue_faults
+    from harness.faultproxy import KueueFaults, control
 
-    monkeypatch.setattr(kueue_faults, "_CONTROL_READ_TIMEOUT", 0.2)
-    addon = kueue_faults.KueueFaults()
+    monkeypatch.setattr(control, "CONTROL_READ_TIMEOUT", 0.2)
+    addon = KueueFaults()
     addon._token = "t"
 
     async def scenario() -> bytes:

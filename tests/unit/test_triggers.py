@@ -19,7 +19,7 @@ from mitmproxy.test import taddons, tflow, tutils
 
 from harness.faults import FlowRecord, Trigger, kubernetes_status, trigger_satisfied
 from harness.plans import load_plan, parse_plan
-from proxy_addons.kueue_faults import KueueFaults
+from harness.faultproxy import KueueFaults
 
 T = TypeVar("T")
 

@@ -1,0 +1,163 @@
+"""The control channel: a loopback HTTP/1.1 server (one request per connection, `Authorization: Bearer
+<token>` required) through which the harness (harness/proxy.py) loads rules and plans, releases or fails
+holds, reads events and deliveries, and reports process faults done.
+
+Routes: GET /state, GET /events?since=N, GET /delivered?name=GLOB, POST /rules, POST /plan,
+DELETE /rules/ID, POST /holds/ID/release, POST /holds/ID/fail, POST /release-all, POST /signals/ID/done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import json
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from mitmproxy import ctx
+
+from harness import kueue_api
+from harness.faultproxy.state import Decision, ProxyState
+from harness.faults import Rule, RuleError
+
+MAX_CONTROL_BODY = 1 << 20
+CONTROL_READ_TIMEOUT = 10.0  # seconds a control client may take to send its request
+
+
+class Control:
+    """Options `kh_control_port` (0: off) and `kh_token_file`; serves once mitmproxy runs."""
+
+    name = "kh_control"
+
+    def __init__(self, state: ProxyState) -> None:
+        self.state = state
+        self.token = ""
+        self._server: asyncio.AbstractServer | None = None
+
+    def load(self, loader) -> None:
+        loader.add_option("kh_control_port", int, 0, "Loopback port of the control channel (0: off).")
+        loader.add_option("kh_token_file", str, "", "File holding the control channel's bearer token.")
+
+    def configure(self, updated) -> None:
+        if "kh_token_file" in updated and ctx.options.kh_token_file:
+            with open(ctx.options.kh_token_file) as fh:
+                self.token = fh.read().strip()
+
+    async def running(self) -> None:
+        port = ctx.options.kh_control_port
+        if port and self._server is None:
+            self._server = await asyncio.start_server(self.serve, "127.0.0.1", port)
+            self.state.log.write("proxy_ready", control_port=port)
+
+    def done(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+
+    # ---- routes ----------------------------------------------------------------------------------
+    def _decide(self, hold_id: str, decision: Decision) -> tuple[int, dict[str, Any]]:
+        hold = self.state.holds.get(hold_id)
+        if hold is None:
+            return 404, {"error": f"no hold {hold_id}; current holds: {sorted(self.state.holds)}"}
+        hold.decide(decision)
+        return 200, hold.view()
+
+    def handle(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """Answer one control request: (HTTP status, JSON payload). Raises ValueError on a bad query."""
+        state = self.state
+        parts = [unquote(p) for p in urlsplit(path).path.split("/") if p]
+        query = kueue_api.query_params(path)
+        if method == "GET" and parts == ["state"]:
+            return 200, state.view()
+        if method == "GET" and parts == ["events"]:
+            since = int(query.get("since", "0"))
+            return 200, {"events": state.log.events[since:], "next": len(state.log.events)}
+        if method == "GET" and parts == ["delivered"]:
+            pattern = query.get("name", "*")
+            return 200, {k: v for k, v in state.delivered.items() if fnmatch.fnmatchcase(k, pattern)}
+        if method == "POST" and parts == ["rules"]:
+            try:
+                rule = Rule.from_dict(body)
+                state.add_rules([rule], single=True)
+            except (RuleError, TypeError) as e:
+                return 400, {"error": str(e)}
+            return 201, rule.to_dict()
+        if method == "POST" and parts == ["plan"]:
+            # All or nothing: a bad plan changes nothing in the running proxy.
+            raw = body.get("rules")
+            if not isinstance(raw, list) or not raw:
+                return 400, {"error": "plan: `rules` must be a non-empty list"}
+            try:
+                bad = [i for i, r in enumerate(raw) if not isinstance(r, dict)]
+                if bad:
+                    raise RuleError(f"plan: rules[{bad[0]}] must be an object with id, match, action")
+                rules = [Rule.from_dict(r) for r in raw]
+                state.add_rules(rules, plan=body.get("name"))
+            except (RuleError, TypeError) as e:
+                return 400, {"error": str(e)}
+            return 201, {"loaded": [r.id for r in rules], "plan": body.get("name")}
+        if method == "DELETE" and len(parts) == 2 and parts[0] == "rules":
+            state.remove_rule(parts[1])
+            return 200, {"removed": parts[1]}
+        if method == "POST" and len(parts) == 3 and parts[0] == "holds" and parts[2] in ("release", "fail"):
+            status = body.get("status", 500)
+            if parts[2] == "fail" and (isinstance(status, bool) or not isinstance(status, int)
+                                       or not 100 <= status <= 599):
+                return 400, {"error": f"fail: status {status!r} is not an HTTP status"}
+            return self._decide(parts[1], Decision.from_body(parts[2], body))
+        if method == "POST" and parts == ["release-all"]:
+            ids = list(state.holds)
+            for hid in ids:
+                self._decide(hid, Decision("release", why=body.get("why", "release-all")))
+            return 200, {"released": ids}
+        if method == "POST" and len(parts) == 3 and parts[0] == "signals" and parts[2] == "done":
+            detail = {k: v for k, v in body.items() if k in ("error", "kill", "seconds")}
+            try:
+                ev = state.signal_done(parts[1], bool(body.get("ok", True)), detail)
+            except KeyError:
+                return 404, {"error": f"no process fault {parts[1]}; loaded: {sorted(state.signals)}"}
+            except RuleError as e:
+                return 409, {"error": str(e)}
+            return 200, ev
+        return 404, {"error": f"no route {method} {path}"}
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One HTTP/1.1 request per connection: loopback only, `Authorization: Bearer <token>` required."""
+        try:
+            # Bounded: an idle or slow client must not hold a connection (and a file descriptor) forever.
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), CONTROL_READ_TIMEOUT)
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            headers = {}
+            for line in lines[1:]:
+                if ":" in line:
+                    k, v = line.split(":", 1)
+                    headers[k.strip().lower()] = v.strip()
+            length = int(headers.get("content-length", "0"))
+            if length > MAX_CONTROL_BODY:
+                code, payload = 413, {"error": "body too large"}
+            else:
+                raw = await asyncio.wait_for(reader.readexactly(length), CONTROL_READ_TIMEOUT) if length else b""
+                if not self.token or headers.get("authorization") != f"Bearer {self.token}":
+                    code, payload = 401, {"error": "missing or wrong bearer token"}
+                else:
+                    try:
+                        body = json.loads(raw) if raw else {}
+                    except (ValueError, RecursionError) as e:
+                        body, code, payload = None, 400, {"error": f"bad JSON body: {e}"}
+                    if body is not None:
+                        try:
+                            code, payload = self.handle(method, path, body if isinstance(body, dict) else {})
+                        except ValueError as e:
+                            code, payload = 400, {"error": f"bad request: {e}"}
+            out = json.dumps(payload).encode()
+            writer.write(
+                f"HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {len(out)}\r\n"
+                "Connection: close\r\n\r\n".encode() + out
+            )
+            await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError,
+                ValueError, RecursionError):
+            pass
+        finally:
+            writer.close()

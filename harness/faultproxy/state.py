@@ -1,0 +1,292 @@
+"""What the proxy's parts share: the loaded rules, the parked flows (holds), what each rule's flows went
+through (for triggers), what Kueue's watches delivered, the process faults (signals) and the event log.
+
+One ProxyState per mitmdump; every part of harness/faultproxy gets the same one. Pure Python and asyncio:
+no mitmproxy import, so it can be tested alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.faults import FlowRecord, Rule, RuleBook, RuleError, trigger_satisfied, validate_rule_set
+from harness.kueue_api import KueueWrite
+
+
+@dataclass
+class Decision:
+    """How a hold ends: `action` "release" (the flow goes on) or "fail" (answered with a Kubernetes
+    Status of `status`/`reason`/`message`); `why` is logged with `released`."""
+
+    action: str = "release"
+    why: str = "control"
+    status: int = 500
+    reason: str = "InternalError"
+    message: str = "injected by kueue-harness"
+
+    @classmethod
+    def from_body(cls, action: str, body: dict[str, Any]) -> "Decision":
+        """From a control-channel body ({"why", "status", "reason", "message"}; missing keys: defaults)."""
+        d = cls(action=action)
+        for k in ("why", "status", "reason", "message"):
+            if body.get(k) is not None:
+                setattr(d, k, body[k])
+        return d
+
+
+@dataclass
+class Hold:
+    """A parked request or response, waiting for its decision (triggers, control channel, timeouts).
+    `since`: epoch seconds; `max_hold`: seconds."""
+
+    id: str
+    rule_id: str
+    stage: str
+    flow: int | None
+    label: str
+    since: float
+    max_hold: float
+    rule: Rule | None = None
+    decision: Decision | None = None
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def decide(self, decision: Decision) -> None:
+        """End the hold with `decision` (the parked hook resumes on its next loop iteration)."""
+        self.decision = decision
+        self.event.set()
+
+    def view(self) -> dict[str, Any]:
+        """The hold as `GET /state` shows it (`age` in seconds)."""
+        return {
+            "id": self.id, "rule": self.rule_id, "stage": self.stage, "flow": self.flow,
+            "label": self.label, "since": self.since, "age": round(time.time() - self.since, 3),
+        }
+
+
+@dataclass
+class FlowState:
+    """Per-flow facts the parts pass along (kept off flow.metadata, which mitmproxy serializes):
+    the proxy's flow number, its classification, the rules that recorded it, the response-stage rule."""
+
+    seq: int
+    write: KueueWrite | None = None
+    label: str = ""
+    records: dict[str, FlowRecord] = field(default_factory=dict)
+    response_rule: Rule | None = None
+
+
+@dataclass
+class Signal:
+    """A process-fault rule loaded in the proxy: when it fired (`signalled`, epoch s) and whether the
+    harness reported it done; `timer` is its release.timeout."""
+
+    rule: Rule
+    fired: float | None = None
+    done: bool = False
+    timer: asyncio.TimerHandle | None = None
+
+
+class EventLog:
+    """Append-only JSONL, flushed per event (the primary record: .mitm files can lose the tail)."""
+
+    def __init__(self) -> None:
+        self._fh = None
+        self.events: list[dict[str, Any]] = []
+
+    def open(self, path: str) -> None:
+        """Append to `path` from now on (empty: memory only). Raises OSError if it cannot be opened."""
+        if self._fh:
+            self._fh.close()
+        self._fh = open(path, "a", buffering=1) if path else None
+
+    def write(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Record event `kind` with `fields` (plus ts, epoch seconds, and source "proxy"); returns it."""
+        ev = {"ts": time.time(), "source": "proxy", "event": kind, **fields}
+        self.events.append(ev)
+        if self._fh:
+            self._fh.write(json.dumps(ev, sort_keys=True) + "\n")
+        return ev
+
+    def close(self) -> None:
+        if self._fh:
+            self._fh.close()
+            self._fh = None
+
+
+class ProxyState:
+    """Everything the parts share (module docstring)."""
+
+    def __init__(self) -> None:
+        self.rules = RuleBook()
+        self.holds: dict[str, Hold] = {}
+        self.log = EventLog()
+        self.delivered: dict[str, dict[str, Any]] = {}  # "ns/name" -> last watch event delivered
+        self.delivered_rv: dict[str, int] = {}  # "ns/name" -> highest resourceVersion delivered
+        self.rule_flows: dict[str, list[FlowRecord]] = {}  # rule id -> flows it caught (for triggers)
+        self.flows: dict[str, FlowState] = {}  # mitmproxy flow id -> FlowState
+        self.signals: dict[str, Signal] = {}  # process-fault rule id -> its state
+        self._seq = itertools.count(1)
+        self._hold_seq = itertools.count(1)
+
+    # ---- flows -----------------------------------------------------------------------------------
+    def new_flow(self, flow_id: str, write: KueueWrite | None, label: str) -> FlowState:
+        """Number a new flow and keep its FlowState until `forget`."""
+        fs = FlowState(next(self._seq), write, label)
+        self.flows[flow_id] = fs
+        return fs
+
+    def flow(self, flow_id: str) -> FlowState | None:
+        return self.flows.get(flow_id)
+
+    def forget(self, flow_id: str) -> FlowState | None:
+        return self.flows.pop(flow_id, None)
+
+    def record_flow(self, fs: FlowState, rule: Rule) -> FlowRecord:
+        """Note that `rule` caught this flow (its triggers look at the record from now on)."""
+        w = fs.write
+        rec = FlowRecord(fs.seq, w.namespace if w else None, w.name if w else None)
+        fs.records[rule.id] = rec
+        self.rule_flows.setdefault(rule.id, []).append(rec)
+        return rec
+
+    def unrecord_flow(self, fs: FlowState, rule: Rule) -> None:
+        """Undo `record_flow` and give the rule's use back (a response rule of a flow the proxy answered)."""
+        st = self.rules.rules.get(rule.id)
+        if st is not None and st.rule is rule:
+            st.hits -= 1
+            fs.records.pop(rule.id, None)
+            self.rule_flows[rule.id] = [f for f in self.rule_flows.get(rule.id, []) if f.flow != fs.seq]
+
+    def new_hold(self, rule: Rule, stage: str, fs: FlowState) -> Hold:
+        hold = Hold(id=f"h{next(self._hold_seq)}", rule_id=rule.id, stage=stage, flow=fs.seq, label=fs.label,
+                    since=time.time(), max_hold=rule.max_hold, rule=rule)
+        self.holds[hold.id] = hold
+        return hold
+
+    # ---- rules -----------------------------------------------------------------------------------
+    def add_rules(self, rules: list[Rule], plan: str | None = None, single: bool = False) -> None:
+        """Load `rules` all or nothing. Raises RuleError (nothing changed) on an id clash or a trigger
+        naming an unknown rule. Logs `rule_added` per rule (with `plan` unless `single`); process faults
+        without triggers fire now, those with a `release.timeout` get their timer."""
+        validate_rule_set(rules, set(self.rules.rules))
+        for r in rules:
+            self.rules.add(r)
+            self.rule_flows.pop(r.id, None)  # a reloaded id starts with fresh trigger state
+            if single:
+                self.log.write("rule_added", rule=r.to_dict())
+            else:
+                self.log.write("rule_added", rule=r.to_dict(), plan=plan)
+        for r in rules:
+            if r.kind.consulted == "signal":
+                self._arm(r)
+        self.check_triggers()
+
+    def remove_rule(self, rule_id: str) -> None:
+        """Unload a rule (nothing happens for an unknown id); its flows stay as they are."""
+        self.rules.remove(rule_id)
+        self.rule_flows.pop(rule_id, None)
+        sig = self.signals.pop(rule_id, None)
+        if sig is not None and sig.timer is not None:
+            sig.timer.cancel()
+        self.log.write("rule_removed", rule=rule_id)
+
+    # ---- process faults (signals) ----------------------------------------------------------------
+    def _arm(self, rule: Rule) -> None:
+        sig = self.signals[rule.id] = Signal(rule)
+        rel = rule.release
+        if rel is None or (not rel.after and not rel.timeout):
+            self.fire(rule.id, "loaded")
+            return
+        if rel.timeout:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no event loop (a unit test driving the state by hand): triggers only
+            sig.timer = loop.call_later(rel.timeout, self.fire, rule.id, f"release.timeout {rel.timeout:g}s")
+
+    def fire(self, rule_id: str, why: str) -> bool:
+        """Signal process fault `rule_id` now (once): log `signalled` (rule, action, its params, why) for
+        the harness's runner, and mark its trigger record `held`. False if it already fired or is gone."""
+        sig = self.signals.get(rule_id)
+        if sig is None or sig.fired is not None:
+            return False
+        sig.fired = time.time()
+        if sig.timer is not None:
+            sig.timer.cancel()
+            sig.timer = None
+        rec = FlowRecord(0, None, None, held=True)
+        self.rule_flows.setdefault(rule_id, []).append(rec)
+        self.log.write("signalled", rule=rule_id, action=sig.rule.action, why=why, **dict(sig.rule.params))
+        self.check_triggers()
+        return True
+
+    def signal_done(self, rule_id: str, ok: bool, detail: dict[str, Any]) -> dict[str, Any]:
+        """The harness finished a fired process fault: log `signal_done` and mark its record `released`.
+        Raises KeyError for an unknown rule, RuleError if it has not fired."""
+        sig = self.signals[rule_id]
+        if sig.fired is None:
+            raise RuleError(f"rule {rule_id} has not been signalled")
+        sig.done = True
+        for rec in self.rule_flows.get(rule_id, []):
+            rec.released = True
+        ev = self.log.write("signal_done", rule=rule_id, action=sig.rule.action, ok=ok,
+                            seconds=round(time.time() - sig.fired, 3), **detail)
+        self.check_triggers()
+        return ev
+
+    def signal_views(self) -> list[dict[str, Any]]:
+        return [{"rule": s.rule.id, "action": s.rule.action, "fired": s.fired, "done": s.done}
+                for s in self.signals.values()]
+
+    # ---- triggers --------------------------------------------------------------------------------
+    def waiting(self) -> bool:
+        """Whether anything waits for triggers (a hold, or a process fault that has not fired)."""
+        return bool(self.holds) or any(s.fired is None for s in self.signals.values())
+
+    def check_triggers(self) -> None:
+        """End every hold whose rule's release triggers all hold now, and fire every process fault whose
+        triggers all hold (plans: harness/faults.py)."""
+        for hold in list(self.holds.values()):
+            rule = hold.rule
+            if rule is None or rule.release is None or not rule.release.after or hold.event.is_set():
+                continue
+            if self._satisfied(rule):
+                hold.decide(Decision("release", why=self.why(rule)))
+        for sig in list(self.signals.values()):
+            rel = sig.rule.release
+            if sig.fired is None and rel is not None and rel.after and self._satisfied(sig.rule):
+                self.fire(sig.rule.id, self.why(sig.rule))
+
+    def _satisfied(self, rule: Rule) -> bool:
+        return all(trigger_satisfied(t, self.rule_flows, self.delivered_rv) for t in rule.release.after)
+
+    @staticmethod
+    def why(rule: Rule) -> str:
+        """"triggers: eviction-job1 held, Kueue's watch delivered admission-job1's object" (cases check it)."""
+        return "triggers: " + ", ".join(
+            f"{t.rule} {t.state}" if t.rule else f"Kueue's watch delivered {t.delivered}'s object"
+            for t in rule.release.after)
+
+    # ---- watch deliveries ------------------------------------------------------------------------
+    def delivered_event(self, rec: dict[str, Any]) -> None:
+        """Note that Kueue received this Workload version (`rec`: namespace, name, resource_version …)."""
+        key = f"{rec['namespace']}/{rec['name']}"
+        self.delivered[key] = rec
+        try:
+            self.delivered_rv[key] = max(self.delivered_rv.get(key, 0), int(rec.get("resource_version") or 0))
+        except ValueError:
+            pass
+
+    def view(self) -> dict[str, Any]:
+        """`GET /state`: rules with hits, holds, process faults, number of events."""
+        return {
+            "rules": [{"rule": s.rule.to_dict(), "hits": s.hits} for s in self.rules.rules.values()],
+            "holds": [h.view() for h in self.holds.values()],
+            "signals": self.signal_views(),
+            "events": len(self.log.events),
+        }
