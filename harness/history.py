@@ -37,10 +37,11 @@ class History:
                 self._fh.write(json.dumps(ev, sort_keys=True, default=str) + "\n")
         return ev
 
-    def finalize(self, proxy_events: Iterable[dict[str, Any]], kueue_log_path: Path | None,
-                 workload_keys: set[str]) -> list[dict[str, Any]]:
-        """Merge the proxy's events for `workload_keys` ("ns/name") since the case started, and Kueue's
-        milestone log lines about them, into history.jsonl sorted by time. Returns the merged list."""
+    def merged(self, proxy_events: Iterable[dict[str, Any]], log_lines: Iterable[dict[str, Any]],
+               workload_keys: set[str]) -> list[dict[str, Any]]:
+        """The history so far: the harness's own events, the proxy's events about `workload_keys`
+        ("ns/name") or any hold, rule or flow error since the case started, and Kueue's milestone log
+        lines (parsed JSON lines) about those Workloads; sorted by time. Writes nothing."""
         merged = list(self.events)
         for e in proxy_events:
             if e.get("ts", 0) < self.started:
@@ -48,19 +49,29 @@ class History:
             key = f"{e.get('namespace')}/{e.get('name')}"
             w = e.get("write") if isinstance(e.get("write"), dict) else {}
             wkey = f"{w.get('namespace')}/{w.get('name')}" if w else None
-            if e["event"] in ("held", "released", "failed", "hold_expired", "hold_timeout", "delayed", "reset",
-                              "rule_added") \
-                    or key in workload_keys or wkey in workload_keys:
+            if e["event"] in PROXY_CASE_EVENTS or key in workload_keys or wkey in workload_keys:
                 merged.append(e)
-        if kueue_log_path is not None:
-            for line in kueue_log.excerpt(kueue_log_path, workload_keys, since=self.started):
-                if line.get("msg") in kueue_log.MILESTONES:
-                    merged.append({"ts": kueue_log.parse_ts(line.get("ts")) or 0.0, "source": "kueue",
-                                   "event": "log", "msg": line.get("msg"),
-                                   "fields": {k: v for k, v in line.items() if k not in ("ts", "msg", "caller")}})
+        for line in log_lines:
+            ts = kueue_log.parse_ts(line.get("ts")) or 0.0
+            if ts >= self.started and line.get("msg") in kueue_log.MILESTONES and \
+                    any(kueue_log.mentions(line, k) for k in workload_keys):
+                merged.append({"ts": ts, "source": "kueue", "event": "log", "msg": line.get("msg"),
+                               "fields": {k: v for k, v in line.items() if k not in ("ts", "msg", "caller")}})
         merged.sort(key=lambda e: e["ts"])
+        return merged
+
+    def finalize(self, proxy_events: Iterable[dict[str, Any]], kueue_log_path: Path | None,
+                 workload_keys: set[str]) -> list[dict[str, Any]]:
+        """Merge the other sources (see `merged`) into history.jsonl sorted by time; returns the list."""
+        lines = kueue_log.lines(kueue_log_path) if kueue_log_path is not None else ()
+        merged = self.merged(proxy_events, lines, workload_keys)
         with open(self.path, "w") as fh:
             for e in merged:
                 fh.write(json.dumps(e, sort_keys=True, default=str) + "\n")
         self._fh.close()
         return merged
+
+
+#: Proxy events a case's history keeps whatever object they are about (holds, rules, failures).
+PROXY_CASE_EVENTS = ("held", "released", "failed", "hold_expired", "hold_timeout", "delayed", "reset", "rule_added",
+                     "flow_error", "signalled")

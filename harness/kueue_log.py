@@ -50,6 +50,35 @@ def lines(path: Path) -> Iterator[dict[str, Any]]:
                     continue
 
 
+class Tail:
+    """Reads a growing Kueue log incrementally: `new_lines()` returns the JSON lines appended since the
+    last call (a partial last line waits for its newline). For live checks during a case."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self._rest = b""
+
+    def new_lines(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self._rest + data
+        complete, _, self._rest = data.rpartition(b"\n")
+        out = []
+        for raw in complete.split(b"\n"):
+            if raw.startswith(b"{"):
+                try:
+                    out.append(json.loads(raw))
+                except ValueError:
+                    continue
+        return out
+
+
 def _obj_key(v: Any) -> str | None:
     if isinstance(v, dict) and "name" in v:
         return f"{v.get('namespace', '')}/{v['name']}" if v.get("namespace") else v["name"]

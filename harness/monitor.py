@@ -83,7 +83,9 @@ class InvariantMonitor:
                         break
             except Exception as e:  # noqa: BLE001 - a broken watch is restarted; recorded for the report
                 if not self._stop.is_set():
+                    # Recorded in the history: the monitor_healthy assumption voids a verdict it weakened.
                     self.errors.append(f"{plural}: {type(e).__name__}: {e}")
+                    self.record("watch_error", source="monitor", error=self.errors[-1])
             finally:
                 w.stop()
 

@@ -23,15 +23,16 @@ import yaml
 
 from harness import kueue_log, versions
 from harness.errors import HarnessError
+from harness.checkers import REGISTRY, Selection, bounds, compose, selection_with_defaults
 from harness.history import History
+from harness.names import Names
+from harness.waiting import WaitTimeout, wait_for
 from harness.objects import Cluster
 
 
 class InvariantViolation(AssertionError):
     """The invariant a case checks does not hold: the bug reproduced. Message = the evidence."""
 
-
-from harness.seed import FaultNotApplied  # noqa: E402,F401 - re-exported for cases
 
 
 _VERDICTS_KEY = pytest.StashKey[dict]()
@@ -200,9 +201,15 @@ def cluster(kueue_env) -> Cluster:
     return Cluster(kueue_env.api_client())
 
 
+class AssumptionFailed(HarnessError):
+    """Something the case's verdict relies on did not happen (harness/checkers/assumptions.py): the verdict
+    is "error", never "reproduced". The message names the failed assumption and its evidence."""
+
+
 @dataclass
 class CaseContext:
-    """What one case works with. `ns`: its own namespace; `prefix`: for cluster-scoped names."""
+    """What one case works with. `ns`: its own namespace; `prefix`: for cluster-scoped names;
+    `selection`: the checkers that decide its verdict (its `checkers` marker plus the default assumptions)."""
 
     name: str
     ns: str
@@ -214,6 +221,9 @@ class CaseContext:
     workload_keys: set[str] = field(default_factory=set)
     #: Kueue restarts the case causes itself (process faults); any other restart makes the verdict "error".
     expected_kueue_restarts: int = 0
+    selection: Selection = field(default_factory=lambda: Selection(selection_with_defaults({})))
+    _log_lines: list[dict[str, Any]] = field(default_factory=list)
+    _tail: Any = None
 
     def restart_kueue(self, kill: bool = False) -> None:
         """Process fault: restart Kueue (SIGKILL with `kill`), recorded in the history."""
@@ -227,6 +237,88 @@ class CaseContext:
 
     def record(self, event: str, **fields: Any) -> None:
         self.history.record(event, **fields)
+
+    def kueue_state(self) -> dict[str, Any]:
+        """{"starts": N, "alive": bool}: recorded at the start and at the verdict, so the assumption
+        "Kueue not restarted unasked" can be re-checked from the history alone."""
+        return {"starts": self.env.kueue_starts(), "alive": bool(self.env.kueue_alive())}
+
+    # ---- what the checkers read ------------------------------------------------------------------
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The case's history so far, merged (own events, the proxy's, Kueue's milestone log lines);
+        reads only what is new since the last call."""
+        if self._tail is None:
+            self._tail = kueue_log.Tail(self.env.kueue_log)
+        self._log_lines.extend(line for line in self._tail.new_lines() if line.get("msg") in kueue_log.MILESTONES)
+        events = self.proxy.events() if self.proxy is not None else []
+        return self.history.merged(events, self._log_lines, self.workload_keys)
+
+    def objects(self) -> dict[str, list[dict[str, Any]]]:
+        """The case's Workloads, Jobs and ClusterQueues now (direct reads), without managedFields."""
+        objs = {
+            "workloads": self.cluster.list("Workload", self.ns),
+            "jobs": [self.cluster.api.sanitize_for_serialization(j) for j in self.cluster.batch.list_namespaced_job(self.ns).items],
+            "clusterqueues": [c for c in self.cluster.list("ClusterQueue") if c["metadata"]["name"].startswith(self.prefix)],
+        }
+        for group in objs.values():
+            for o in group:
+                (o.get("metadata") or {}).pop("managedFields", None)
+        return objs
+
+    def names(self, history: list[dict[str, Any]]) -> Names:
+        return Names(history, self.ns, self.prefix)
+
+    def observe(self, timeout: float | None = None, interval: float = 0.2) -> None:
+        """Keep the case running until every declared invariant that can decide early has decided (e.g.
+        liveness: the Workload got quota, or is conclusively stuck), or `timeout` seconds (default: the
+        largest declared bound plus one second). Never raises on timeout: the checkers then decide on what
+        was seen."""
+        checkers = [c for c in self.selection.build() if c.kind == "invariant" and hasattr(c, "decided")]
+        if not checkers:
+            return
+        if timeout is None:
+            timeout = max([getattr(c, "bound", 0.0) for c in checkers] + [bounds.SETTLE]) + 1.0
+
+        def done() -> bool:
+            h = self.snapshot()
+            objs, names = self.objects(), self.names(h)
+            return all(c.decided(h, objs, names) for c in checkers)
+
+        try:
+            wait_for(done, timeout=timeout, interval=interval,
+                     what=f"the checkers {', '.join(c.name for c in checkers)} to decide")
+        except WaitTimeout:
+            pass
+
+    # ---- steps shared by cases -------------------------------------------------------------------
+    def load_plan(self, name: str) -> dict[str, Any]:
+        """Load a plan (a file, or a shipped name) into the proxy, limited to the case's namespace; returns
+        {rule id: RuleHandle}. The plan is recorded in the history."""
+        from harness.plans import load_plan
+
+        plan = load_plan(name, namespace=self.ns)
+        handles = self.proxy.load_plan(plan)
+        self.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
+        return handles
+
+    def wait_plan(self, rule_ids: list[str], timeout: float) -> None:
+        """Wait (at most `timeout` seconds per rule) until each hold rule let its flow go, however it ended;
+        whether it ended by its triggers is the `forced` assumption checker's to say."""
+        for rid in rule_ids:
+            try:
+                ev = self.proxy.wait_event(lambda e, rid=rid: e["event"] in ("released", "hold_timeout", "failed",
+                                                                             "hold_expired")
+                                           and e.get("rule") == rid, timeout, f"plan rule {rid} to let its flow go")
+                self.record("plan_step", rule=rid, why=ev.get("why"), label=ev.get("label"))
+            except WaitTimeout:
+                self.record("plan_step", rule=rid, why="did not end in time", label="")
+
+    def monitor(self, cluster_queue_prefix: str):
+        """The invariant monitor's watches for the case's ClusterQueues, recording into the history (use
+        as a context manager)."""
+        from harness.monitor import InvariantMonitor
+
+        return InvariantMonitor(self.cluster.api, self.history.record, cluster_queue_prefix)
 
 
 def _slug(nodeid: str) -> str:
@@ -260,12 +352,13 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     cdir = case_dir(artifacts_dir, request.node.nodeid)
     slug = cdir.name
     uniq = f"{slug[:28].rstrip('-')}-{int(time.time() * 1000) % 100000}"
-    ctx = CaseContext(slug, uniq, uniq, cdir, kueue_env, cluster, History(cdir / "history.jsonl"))
+    ctx = CaseContext(slug, uniq, uniq, cdir, kueue_env, cluster, History(cdir / "history.jsonl"),
+                      selection=_selection(request.node))
     request.node._kh_case = ctx  # type: ignore[attr-defined]
     _expect_on(request.node, kueue_env)
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
-    ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns)
-    kueue_starts = kueue_env.kueue_starts()
+    ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns, kueue=ctx.kueue_state(),
+               checkers=ctx.selection.checkers)
     if kueue_env.proxy is not None:
         kueue_env.proxy.begin_case()
     yield ctx
@@ -277,26 +370,21 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
             ctx.record("holds_released_at_end", holds=released)
         for r in proxy.state()["rules"]:
             proxy.remove_rule(r["rule"]["id"])
-        expired = [e for e in proxy.events() if e["event"] == "hold_expired" and e["ts"] >= ctx.history.started]
-        if expired:
-            problems.append(f"{len(expired)} hold(s) reached their max_hold and were released by the proxy: "
-                            + ", ".join(e.get("label", "?") for e in expired))
-        dropped = _unexplained_proxy_failures(proxy.events(), ctx.history.started)
-        if dropped:
-            problems.append(f"the proxy failed {len(dropped)} request(s) it was not told to: "
-                            + "; ".join(f"flow {e.get('flow')}: {e.get('error')}" for e in dropped[:3]))
+    if not kueue_env.kueue_alive():
+        # Dead after the verdict (or a case that never reached one): no verdict of this case can stand.
+        tail = "\n".join(kueue_log.last_lines(kueue_env.kueue_log, 10))
+        problems.append(f"Kueue exited during the case without the case asking for it, so its verdict means "
+                        f"nothing. Last log lines:\n{tail}")
+        ctx.record("teardown_problem", problem=problems[-1])
+    # The objects are deleted before the history closes, so their deletion is in the record too.
+    if not (ctx.dir / "objects.yaml").exists():
+        _dump_objects(ctx)
+    _delete_case_objects(ctx)
     ctx.record("case_finished")
     ctx.history.finalize(proxy.events() if proxy else [], kueue_env.kueue_log, ctx.workload_keys)
-    _dump_objects(ctx)
-    if not kueue_env.kueue_alive() or kueue_env.kueue_starts() != kueue_starts + ctx.expected_kueue_restarts:
-        tail = "\n".join(kueue_log.last_lines(kueue_env.kueue_log, 10))
-        what = "exited" if not kueue_env.kueue_alive() else "was restarted"
-        problems.append(f"Kueue {what} during the case without the case asking for it, so its verdict means "
-                        f"nothing. Last log lines:\n{tail}")
-        if not kueue_env.kueue_alive() and hasattr(kueue_env, "restart_kueue"):
-            kueue_env.restart_kueue()  # later cases get a working Kueue again
+    if problems and not kueue_env.kueue_alive() and hasattr(kueue_env, "restart_kueue"):
+        kueue_env.restart_kueue()  # later cases get a working Kueue again
     _write_bundle(request, ctx, kueue_env, problems)
-    _delete_case_objects(ctx)
     if problems:
         # An error in teardown turns the case's verdict into "error", whatever the call phase said.
         raise HarnessError("; ".join(problems))
@@ -326,18 +414,6 @@ def _delete_case_objects(ctx: CaseContext) -> None:
         ctx.record("case_objects_not_deleted", error=f"{e.status} {e.reason}")
 
 
-#: Flow errors that are the client's doing, not the proxy's: client-go cancels watches and requests.
-_CLIENT_SIDE_ERRORS = ("by client", "client disconnected", "Client disconnected", "peer closed connection")
-
-
-def _unexplained_proxy_failures(events: list[dict[str, Any]], since: float) -> list[dict[str, Any]]:
-    """flow_error events since `since` that no rule caused and the client did not cause (a "reset" rule
-    kills flows on purpose; a cancelled watch is client-go's normal behaviour)."""
-    reset_flows = {e.get("flow") for e in events if e["event"] == "reset"}
-    return [e for e in events if e["event"] == "flow_error" and e.get("ts", 0) >= since
-            and e.get("flow") not in reset_flows and not any(m in str(e.get("error")) for m in _CLIENT_SIDE_ERRORS)]
-
-
 def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, problems: list[str]) -> None:
     """The case's evidence bundle (harness/report.py): report.md, logs, flows, <case>.tar.gz. Best effort:
     a bundle that cannot be written is a warning and `bundle_error` in summary.json, never a verdict."""
@@ -345,7 +421,7 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
 
     entry = request.config.stash[_VERDICTS_KEY].get(request.node.nodeid, {})
     outcome = {**entry, "message": getattr(request.node, "_kh_message", ""),
-               "target": request.config.getoption("--target", "local")}
+               "target": request.config.getoption("--target", "local"), "checkers": ctx.selection.checkers}
     if problems:
         outcome.update(verdict="error", detail="; ".join(problems))
     m = request.node.get_closest_marker("kueue_bug")
@@ -363,19 +439,71 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
         warnings.warn(f"kueue-harness: no evidence bundle for {request.node.nodeid}: {entry['bundle_error']}")
 
 
-def _dump_objects(ctx: CaseContext) -> None:
+def _dump_objects(ctx: CaseContext, objs: dict[str, Any] | None = None) -> None:
+    """objects.yaml: the objects the verdict was judged on (or, for a case that reached no verdict, the
+    objects at its end)."""
     try:
-        objs = {
-            "workloads": ctx.cluster.list("Workload", ctx.ns),
-            "jobs": [ctx.cluster.api.sanitize_for_serialization(j) for j in ctx.cluster.batch.list_namespaced_job(ctx.ns).items],
-            "clusterqueues": [c for c in ctx.cluster.list("ClusterQueue") if c["metadata"]["name"].startswith(ctx.prefix)],
-        }
-        for group in objs.values():
-            for o in group:
-                (o.get("metadata") or {}).pop("managedFields", None)
+        objs = objs if objs is not None else ctx.objects()
         (ctx.dir / "objects.yaml").write_text(yaml.safe_dump(objs, sort_keys=False))
     except Exception as e:  # noqa: BLE001 - evidence is best effort; the verdict is already decided
         (ctx.dir / "objects.yaml").write_text(f"# could not read final objects: {e}\n")
+
+
+def _selection(item: pytest.Item) -> Selection:
+    """The case's checkers: `@pytest.mark.checkers("quota", liveness={"jobs": ["job2"]})` plus the default
+    assumptions. Raises pytest.UsageError for an unknown checker name."""
+    declared: dict[str, Any] = {}
+    m = item.get_closest_marker("checkers")
+    if m is not None:
+        declared.update({name: {} for name in m.args})
+        declared.update(m.kwargs)
+    sel = Selection(selection_with_defaults(declared))
+    try:
+        sel.build()
+    except (KeyError, TypeError) as e:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.checkers: {e}") from None
+    return sel
+
+
+def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = None) -> None:
+    """The case's verdict, by its checkers, as soon as its body returned: record it (the history's
+    `verdict` event ends the window the checkers judge), write the judged objects, and raise
+    InvariantViolation (reproduced) or AssumptionFailed (error). When the body itself raised an
+    InvariantViolation only the assumptions run: a void run must not count as a reproduction."""
+    sel = ctx.selection
+    if raised is not None:
+        sel = Selection({k: v for k, v in sel.checkers.items() if REGISTRY[k].kind == "assumption"})
+    history = ctx.snapshot()
+    objs = ctx.objects()
+    v = compose(sel, history, objs, ctx.names(history))
+    invariants = [n for n in sel.checkers if REGISTRY[n].kind == "invariant"]
+    ctx.record("verdict", invariant=",".join(invariants) or "none", held=v.verdict == "passed", verdict=v.verdict,
+               reason=v.reason, kueue=ctx.kueue_state())
+    _dump_objects(ctx, objs)
+    detail = "\n".join(f"  {f.check}: {f.result}: {f.evidence}" for f in v.findings
+                       if f.result not in ("held", "not applicable") or not f.assumption)
+    if v.verdict == "error":
+        raise AssumptionFailed(f"{v.reason}\n{detail}") from raised
+    if raised is not None:
+        return
+    if v.verdict == "reproduced":
+        raise InvariantViolation(f"{v.reason}\n{detail}")
+    if v.verdict == "inconclusive":
+        raise AssumptionFailed(f"inconclusive: {v.reason}\n{detail}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    ctx: CaseContext | None = getattr(item, "_kh_case", None)
+    try:
+        res = yield
+    except InvariantViolation as e:
+        if ctx is not None:
+            _decide(item, ctx, raised=e)
+        raise
+    if ctx is not None:
+        _decide(item, ctx)
+    return res
 
 
 def _expected(item: pytest.Item) -> tuple[str, str]:

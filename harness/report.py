@@ -25,17 +25,14 @@ from typing import Any
 
 import yaml
 
-from harness import checks, kueue_log, versions
+from harness import kueue_log, versions
+from harness.checkers import Finding, Selection, compose
+from harness.checkers.bounds import LIVENESS_BOUND
+from harness.names import Names, _workload_names, case_t0, kobj_key as _kobj_key
 from harness.errors import HarnessError
 from harness.redact import Redactor, find_secrets, run_secrets
 
 BUNDLE_SCHEMA = 1
-#: Seconds a preempting Workload may take to get quota once every fault is lifted (the stuck-preemption
-#: case's LIVENESS_BOUND; without faults Kueue admits the preemptor within about a second).
-LIVENESS_BOUND = 15.0
-#: "Preemption already issued, waiting for observation" lines for one preemptor/target pair above which
-#: the log is called a flood (Kueue retries every ~10 ms while stuck: ~1500 lines in 15 s).
-FLOOD_LINES = 100
 #: Diagram lines beyond which uneventful watch deliveries and pass-through writes are dropped.
 MAX_DIAGRAM_LINES = 90
 
@@ -105,6 +102,13 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("monitor", "quota_violation_cleared"): ("finding",),
     ("monitor", "reservation_mismatch_started"): ("mismatch",),
     ("monitor", "reservation_mismatch_cleared"): ("mismatch",),
+    ("monitor", "watch_error"): ("error",),
+    ("harness", "teardown_problem"): ("problem",),
+    ("harness", "case_objects_deleted"): ("namespace",),
+    ("harness", "case_objects_not_deleted"): ("error",),
+    ("harness", "kueue_restart"): ("kill",),
+    ("harness", "oversubscription_lasted"): ("persisted",),
+    ("proxy", "flow_error"): ("flow", "error"),
     ("proxy", "rule_added"): ("rule",),
     ("proxy", "request"): ("flow", "method", "path", "write"),
     ("proxy", "held"): ("flow", "hold", "rule", "stage", "label"),
@@ -148,290 +152,37 @@ def history_problems(history: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 # =====================================================================================================
-# Names: short, human names for the diagram ("job1" for Workload ns/job-job1-2e273)
+# Checkers live in harness/checkers/; the report runs the same composition the case's verdict came from.
 
 
-class Names:
-    """Maps the case's long names to short ones: Workload `job-<job>-<hash>` -> `<job>`, and drops the
-    case's namespace / cluster-scoped prefix from free text."""
-
-    def __init__(self, history: Sequence[Mapping[str, Any]], namespace: str = "", prefix: str = "") -> None:
-        self.ns = namespace or next((e.get("namespace", "") for e in history if e.get("event") == "case_started"), "")
-        self.prefix = prefix or self.ns
-        self.jobs: dict[str, dict[str, Any]] = {}
-        for e in history:
-            if e.get("event") == "job_created" and e.get("source") == "harness":
-                name = str(e.get("job", "")).split("/")[-1]
-                self.jobs[name] = e
-        self.workloads: dict[str, str] = {}
-        for e in history:
-            for name in _workload_names(e):
-                self.workloads.setdefault(name, self._short(name))
-
-    def _short(self, wl: str) -> str:
-        for job in sorted(self.jobs, key=len, reverse=True):
-            if re.fullmatch(rf"job-{re.escape(job)}-[0-9a-z]{{5}}", wl):
-                return job
-        return wl
-
-    def wl(self, name: str | None) -> str:
-        if not name:
-            return "?"
-        name = name.split("/")[-1]
-        return self.workloads.get(name) or self._short(name)
-
-    def kobj(self, v: Any) -> str:
-        """A klog KObj value ({"name", "namespace"}) or "ns/name" string, shortened."""
-        if isinstance(v, Mapping):
-            return self.wl(str(v.get("name", "")))
-        return self.wl(str(v)) if v else "?"
-
-    def priority(self, job: str) -> str:
-        p = str(self.jobs.get(job, {}).get("priority", ""))
-        return p[len(self.prefix) + 1:] if self.prefix and p.startswith(self.prefix + "-") else p
-
-    def text(self, s: str) -> str:
-        if self.ns:
-            s = s.replace(f"{self.ns}/", "")
-        for long, short in sorted(self.workloads.items(), key=lambda kv: -len(kv[0])):
-            s = s.replace(long, short)
-        for job in sorted(self.jobs, key=len, reverse=True):  # Workloads only the final objects name
-            s = re.sub(rf"\bjob-{re.escape(job)}-[0-9a-z]{{5}}\b", job, s)
-        if self.prefix:
-            s = s.replace(f"{self.prefix}-", "")
-        return s
-
-    def legend(self) -> list[str]:
-        """"job1 = ns/job-job1-2e273 (priority low)" per Workload, in creation order."""
-        out = []
-        for long, short in self.workloads.items():
-            pr = self.priority(short)
-            out.append(f"{short} = {self.ns}/{long}" + (f" (priority {pr})" if pr else ""))
-        return out
+#: What ran before bundles recorded their checkers (bundle schema 1 without "checkers").
+LEGACY_SELECTION = {"liveness": {}, "quota": {}, "log_flood": {}, "reservation": {}}
 
 
-def _workload_names(e: Mapping[str, Any]) -> list[str]:
-    if e.get("source") == "proxy":
-        w = e.get("write")
-        if isinstance(w, Mapping) and w.get("kind") == "Workload" and w.get("name"):
-            return [str(w["name"])]
-        if e.get("event") in ("response", "watch_event", "watch_event_dropped") and e.get("name"):
-            return [str(e["name"])]
-    return []
-
-
-# =====================================================================================================
-# Checkers: pure functions from a history (+ final objects) to findings
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One checker result. `result`: "held" | "violated" | "inconclusive" | "not applicable" | "info".
-    `bearing`: whether it decides the verdict (info rows only describe). `summary` is one line for the
-    diagram; `evidence` the table cell."""
-
-    check: str
-    result: str
-    summary: str
-    evidence: str
-    bearing: bool = True
-
-
-def _kobj_key(v: Any) -> str | None:
-    if isinstance(v, Mapping) and v.get("name"):
-        return f"{v.get('namespace', '')}/{v['name']}" if v.get("namespace") else str(v["name"])
-    return str(v) if isinstance(v, str) and v else None
-
-
-def _case_end(history: Sequence[Mapping[str, Any]]) -> float:
-    """When the case stopped acting: its verdict record, else case_finished, else the last event."""
-    for name in ("verdict", "case_finished"):
-        ts = [e["ts"] for e in history if e.get("source") == "harness" and e.get("event") == name]
-        if ts:
-            return min(ts)
-    return max((e["ts"] for e in history), default=0.0)
-
-
-def _fault_lifts(history: Sequence[Mapping[str, Any]]) -> list[float]:
-    """Times a held flow was let go (released, failed, timed out) while the case was still acting."""
-    end = _case_end(history)
-    return [e["ts"] for e in history if e.get("source") == "proxy"
-            and e.get("event") in ("released", "failed", "hold_expired", "hold_timeout")
-            and e["ts"] <= end and e.get("why") != "end of case"]
-
-
-def _conditions_of(obj: Mapping[str, Any]) -> dict[str, str]:
-    return {c.get("type"): c.get("status") for c in ((obj.get("status") or {}).get("conditions") or [])
-            if isinstance(c, Mapping)}
-
-
-def check_liveness(history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
-                   bound: float = LIVENESS_BOUND, names: Names | None = None) -> list[Finding]:
-    """Liveness of preemption: every Workload Kueue logged as `preemptingWorkload` ("Preempted",
-    "Preemption ongoing", "Preemption already issued, waiting for observation"; Kueue v0.17
-    pkg/scheduler/preemption/preemption.go) gets quota (QuotaReserved=True on Kueue's watch, an admission
-    answered 200, or in the final objects) no later than `bound` seconds after the last fault was lifted
-    (or after its first preemption when no fault was). Violated when it did not and the history covers
-    that long; inconclusive when the history ends sooner. `bound` in seconds."""
-    names = names or Names(history)
-    preemptors: dict[str, dict[str, Any]] = {}
-    for e in history:
-        if e.get("source") != "kueue" or e.get("event") != "log":
-            continue
-        f = e.get("fields") or {}
-        p, t = _kobj_key(f.get("preemptingWorkload")), _kobj_key(f.get("targetWorkload"))
-        if p and e.get("msg") in (kueue_log.PREEMPTED, kueue_log.PREEMPTION_ONGOING, kueue_log.PREEMPTION_WAITING):
-            d = preemptors.setdefault(p, {"first": e["ts"], "targets": set()})
-            if t:
-                d["targets"].add(t)
-    if not preemptors:
-        return [Finding("liveness", "not applicable", "no preemption in the history",
-                        "Kueue logged no preemption for the case's Workloads, so no Workload waited on one.")]
-    lifts = _fault_lifts(history)
-    end = max(e["ts"] for e in history)
-    t0 = _t0(history)
-    final = {checks.workload_key(w): w for w in objects.get("workloads") or []}
-    out = []
-    for p, d in preemptors.items():
-        ns, _, name = p.partition("/")
-        quota_at = [e["ts"] for e in history if e["ts"] >= d["first"] and e.get("source") == "proxy" and (
-            (e.get("event") == "watch_event" and e.get("name") == name and e.get("namespace") == ns
-             and (e.get("conditions") or {}).get("QuotaReserved") == "True")
-            or (e.get("event") == "response" and e.get("write") == "admission" and e.get("name") == name
-                and e.get("namespace") == ns and e.get("status") == 200))]
-        final_obj = final.get(p)
-        if not quota_at and final_obj is not None and _conditions_of(final_obj).get("QuotaReserved") == "True":
-            quota_at = [end]
-        start = max(lifts) if lifts else d["first"]
-        since = "the last fault was lifted" if lifts else "its first preemption"
-        who = names.wl(name)
-        targets = ", ".join(names.wl(t.split('/')[-1]) for t in sorted(d["targets"])) or "?"
-        if quota_at and quota_at[0] <= start + bound:
-            if quota_at[0] >= start:
-                took = f"{quota_at[0] - start:.2f}s after {since}"
-            else:
-                took = f"{quota_at[0] - d['first']:.2f}s after its first preemption, before the last fault was lifted"
-            out.append(Finding("liveness", "held", f"{names.wl(name)} got quota",
-                               f"{who} preempted {targets} and got quota at t={quota_at[0] - t0:.2f}s, "
-                               f"{took} (bound {bound:g}s)."))
-            continue
-        observed = end - start
-        state = ""
-        if final_obj is not None:
-            state = f" Final state: {names.wl(name)} {_cond_text(final_obj)}"
-            for t in sorted(d["targets"]):
-                if t in final:
-                    state += f"; {names.wl(t.split('/')[-1])} {_cond_text(final[t])}"
-            state += "."
-        if quota_at:
-            out.append(Finding("liveness", "violated", f"{names.wl(name)} got quota only after {quota_at[0] - start:.1f}s",
-                               f"{who} waited on preempting {targets}; it got quota {quota_at[0] - start:.2f}s after "
-                               f"{since} (t={start - t0:.2f}s), more than the bound of {bound:g}s.{state}"))
-        elif observed >= bound:
-            out.append(Finding("liveness", "violated", f"{names.wl(name)} got no quota in {observed:.1f}s",
-                               f"{who} waited on preempting {targets} and got no quota in the {observed:.2f}s "
-                               f"observed after {since} (t={start - t0:.2f}s; bound {bound:g}s).{state}"))
-        else:
-            out.append(Finding("liveness", "inconclusive", f"{names.wl(name)}: history too short",
-                               f"{who} had no quota yet, but the history ends {observed:.2f}s after {since}, "
-                               f"before the bound of {bound:g}s.{state}"))
-    return out
-
-
-def _cond_text(obj: Mapping[str, Any]) -> str:
-    conds = _conditions_of(obj)
-    shown = [f"{k}={v}" for k, v in conds.items() if k in ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Finished")]
-    return ", ".join(shown) or "no conditions"
-
-
-def check_quota_history(history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
-                        names: Names | None = None) -> list[Finding]:
-    """Quota safety: harness.checks.check_quota on the final Workloads and ClusterQueues (objects.yaml),
-    and the invariant monitor's `quota_violation_started` events recorded during the run (transient
-    violations the final state no longer shows)."""
-    names = names or Names(history)
-    wls, cqs = objects.get("workloads") or [], objects.get("clusterqueues") or []
-    final = checks.check_quota(wls, cqs) if cqs else []
-    during = [e for e in history if e.get("source") == "monitor" and e.get("event") == "quota_violation_started"]
-    t0 = _t0(history)
-    if final:
-        return [Finding("quota", "violated", names.text(final[0].describe()).split(", held by")[0],
-                        "Final state: " + "; ".join(names.text(f.describe()) for f in final)
-                        + (f". The monitor first saw it at t={during[0]['ts'] - t0:.2f}s." if during else "."))]
-    if during:
-        return [Finding("quota", "violated", "transient: " + names.text(str(during[0].get("finding", ""))).split(", held by")[0],
-                        f"The monitor saw a violation at t={during[0]['ts'] - t0:.2f}s: "
-                        + names.text(str(during[0].get("finding", ""))) + "; it cleared before the end.")]
-    if not cqs:
-        return [Finding("quota", "not applicable", "no ClusterQueue in the final objects",
-                        "objects.yaml holds no ClusterQueue of the case, so there is no quota to check.")]
-    used = checks.usage_by_cluster_queue(wls)
-    parts = [f"{names.text(cq)} {res} {milli / 1000:g} used" for (cq, _fl, res), (milli, _k) in used.items()]
-    return [Finding("quota", "held", "no ClusterQueue over quota",
-                    "No ClusterQueue over its quota in the final state" + (f" ({', '.join(parts)})" if parts else "")
-                    + ", and the monitor recorded no violation during the run.")]
-
-
-def check_log_flood(history: Sequence[Mapping[str, Any]], names: Names | None = None) -> list[Finding]:
-    """How often Kueue logged "Preemption already issued, waiting for observation" per preemptor and
-    target (a stuck preemption retries every ~10 ms). Informational: the liveness check decides."""
-    names = names or Names(history)
-    counts: dict[tuple[str, str], list[float]] = {}
-    for e in history:
-        if e.get("source") == "kueue" and e.get("msg") == kueue_log.PREEMPTION_WAITING:
-            f = e.get("fields") or {}
-            k = (names.kobj(f.get("preemptingWorkload")), names.kobj(f.get("targetWorkload")))
-            counts.setdefault(k, []).append(e["ts"])
-    if not counts:
-        return [Finding("log flood", "info", "no 'Preemption already issued' lines",
-                        "Kueue never logged 'Preemption already issued, waiting for observation' for the case.", False)]
-    out = []
-    for (p, t), ts in counts.items():
-        flood = len(ts) >= FLOOD_LINES
-        out.append(Finding("log flood", "info",
-                           f"'Preemption already issued' ×{len(ts)}",
-                           f"Kueue logged 'Preemption already issued, waiting for observation' {len(ts)} times for "
-                           f"{p} waiting on {t}, over {ts[-1] - ts[0]:.1f}s"
-                           + (f" (a flood: ≥ {FLOOD_LINES} lines; the preemption never completes)." if flood else "."),
-                           False))
-    return out
-
-
-def check_reservation_status(history: Sequence[Mapping[str, Any]], names: Names | None = None) -> list[Finding]:
-    """ClusterQueue status.flavorsReservation disagreeing with its Workloads, as the monitor recorded it
-    (informational: Kueue writes that status asynchronously, so short mismatches are expected)."""
-    started = [e for e in history if e.get("source") == "monitor" and e.get("event") == "reservation_mismatch_started"]
-    if not started:
-        return []
-    cleared = sum(1 for e in history if e.get("source") == "monitor" and e.get("event") == "reservation_mismatch_cleared")
-    names = names or Names(history)
-    return [Finding("ClusterQueue status", "info", "status.flavorsReservation lagged",
-                    f"status.flavorsReservation disagreed with the Workloads {len(started)} time(s), {cleared} cleared "
-                    f"(Kueue writes it asynchronously). First: {names.text(str(started[0].get('mismatch', '')))}", False)]
+def selection_of(meta: Mapping[str, Any], bound: float | None = None) -> Selection:
+    """The checkers (and parameters) the run used, from bundle.json; `bound` (seconds) overrides the
+    liveness bound when given."""
+    declared = meta.get("checkers") or LEGACY_SELECTION
+    chosen = {k: dict(v or {}) for k, v in declared.items()}
+    if bound is not None and "liveness" in chosen:
+        chosen["liveness"]["bound"] = bound
+    return Selection(chosen)
 
 
 def recheck(history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
-            bound: float = LIVENESS_BOUND, names: Names | None = None) -> tuple[str, list[Finding]]:
-    """Every checker over a history. Returns (verdict, findings): "reproduced" if a bearing check was
-    violated, else "inconclusive" if one was inconclusive, else "passed"."""
-    names = names or Names(history)
-    findings = (check_liveness(history, objects, bound, names) + check_quota_history(history, objects, names)
-                + check_log_flood(history, names) + check_reservation_status(history, names))
-    bearing = [f for f in findings if f.bearing]
-    if any(f.result == "violated" for f in bearing):
-        return "reproduced", findings
-    if any(f.result == "inconclusive" for f in bearing):
-        return "inconclusive", findings
-    return "passed", findings
-
+            bound: float | None = None, names: Names | None = None,
+            selection: Selection | None = None) -> tuple[str, list[Finding]]:
+    """Run the checkers over a history. Returns (verdict, findings): "error" when an assumption failed,
+    "reproduced" if a bearing check was violated, "inconclusive" if one was undecided, else "passed".
+    `selection` defaults to the liveness, quota, log-flood and reservation checkers."""
+    v = compose(selection or selection_of({}, bound), history, objects, names)
+    return v.verdict, v.findings
 
 # =====================================================================================================
 # The sequence diagram
 
 
-def _t0(history: Sequence[Mapping[str, Any]]) -> float:
-    return next((e["ts"] for e in history if e.get("event") == "case_started"),
-                min((e["ts"] for e in history), default=0.0))
+_t0 = case_t0
 
 
 _PARTICIPANTS = (("Test", "Test"), ("Kueue", "Kueue"), ("Proxy", "Proxy"), ("API", "kube-apiserver"))
@@ -859,11 +610,14 @@ def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names) -> list[lis
 
 
 def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
-                  bound: float = LIVENESS_BOUND) -> tuple[str, str, list[Finding]]:
+                  bound: float | None = None) -> tuple[str, str, list[Finding]]:
     """report.md for a bundle. `meta` is bundle.json. Returns (markdown, re-checked verdict, findings).
-    Deterministic: the same bundle renders the same bytes (no clock, no host names)."""
+    The checkers are the ones the run declared (bundle.json "checkers"); `bound` (seconds) overrides the
+    liveness bound. Deterministic: the same bundle renders the same bytes (no clock, no host names)."""
     names = Names(history, meta.get("namespace", ""), meta.get("prefix", ""))
-    verdict, findings = recheck(history, objects, bound, names)
+    selection = selection_of(meta, bound)
+    verdict, findings = recheck(history, objects, names=names, selection=selection)
+    bound = float((selection.checkers.get("liveness") or {}).get("bound", LIVENESS_BOUND))
     recorded = meta.get("verdict", "?")
     t0 = _t0(history)
     case_short = str(meta.get("case", "?")).split("::")[-1]
@@ -1156,9 +910,10 @@ def write_case_bundle(ctx: Any, env: Any, outcome: Mapping[str, Any]) -> Path:
         "workloads": sorted(getattr(ctx, "workload_keys", ()) or ()),
         "window": [start, end],
         "notes": notes,
+        "checkers": outcome.get("checkers"),
     }
     objects = load_objects(d / "objects.yaml")
-    _, findings = recheck(history, objects, names=names)
+    _, findings = recheck(history, objects, names=names, selection=selection_of(meta))
     (d / "timeline.mmd").write_text("\n".join(diagram_lines(history, names, meta["verdict"], findings)) + "\n")
     _finish(d, meta, history, objects, secrets)
     tar = d.with_name(d.name + ".tar.gz")
@@ -1220,7 +975,7 @@ def _extract(archive: Path, into: Path) -> Path:
     return into / tops.pop()
 
 
-def report_bundle(bundle: Path, out: Path | None = None, bound: float = LIVENESS_BOUND) -> Recheck:
+def report_bundle(bundle: Path, out: Path | None = None, bound: float | None = None) -> Recheck:
     """Re-run the checkers on a bundle (folder or .tar.gz) and write report.md: into the folder itself,
     or for an archive into `out` (default: `<archive>.recheck/` beside it). No cluster is needed.
     Raises BundleError if history.jsonl or bundle.json is missing or malformed."""
@@ -1251,11 +1006,12 @@ def report_bundle(bundle: Path, out: Path | None = None, bound: float = LIVENESS
     return Recheck(folder, str(meta.get("verdict", "?")), verdict, findings, dest / "report.md")
 
 
-def cli(bundle: str, out: str | None = None, bound: float = LIVENESS_BOUND) -> int:
+def cli(bundle: str, out: str | None = None, bound: float | None = None) -> int:
     """`kueue-harness report`: print the findings and the verdict; exit 0 when the re-checked verdict is
     the run's recorded one, 1 when it differs."""
     r = report_bundle(Path(bundle), Path(out) if out else None, bound)
-    print(f"{r.folder.name}: re-checked offline from history.jsonl + objects.yaml (liveness bound {bound:g}s)")
+    print(f"{r.folder.name}: re-checked offline from history.jsonl + objects.yaml with the run's checkers"
+          + (f" (liveness bound {bound:g}s)" if bound is not None else ""))
     for p in history_problems(load_history(r.folder / "history.jsonl")):
         print(f"  note: history.jsonl departs from docs/history.md: {p}")
     for f in r.findings:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import report, seed
+from harness import report
+from harness import scenarios as seed
 from harness.faults import Match
 from harness.pytest_plugin import _slug
 

@@ -40,7 +40,7 @@ CASES = textwrap.dedent('''
         assert case.env.kueue_alive()
 
     def test_a_hold_past_its_max_age_is_an_error(case):
-        from harness import seed
+        from harness import scenarios as seed
         q = seed.setup_queues(case)
         rule = case.proxy.hold(Match(write="admission", namespace=case.ns, name="job-j-*"), max_hold=1)
         seed.submit_job(case, q, "j", q.low)

@@ -111,14 +111,20 @@ def test_deeply_nested_json_gets_a_400(monkeypatch):
 
 
 def test_only_unexplained_proxy_failures_void_a_verdict():
-    from harness.pytest_plugin import _unexplained_proxy_failures
+    from harness.checkers.assumptions import NoUnexplainedProxyFailure
+    from harness.names import Names
 
     events = [
-        {"event": "flow_error", "ts": 5, "flow": 1, "error": "stream reset by client (CANCEL)"},
-        {"event": "flow_error", "ts": 5, "flow": 2, "error": "peer closed connection"},
-        {"event": "reset", "ts": 5, "flow": 3},
-        {"event": "flow_error", "ts": 5, "flow": 3, "error": "killed by the addon"},
-        {"event": "flow_error", "ts": 1, "flow": 4, "error": "upstream refused: before the case"},
-        {"event": "flow_error", "ts": 6, "flow": 5, "error": "Connection refused by upstream"},
+        {"source": "harness", "event": "case_started", "ts": 2, "namespace": "ns"},
+        {"source": "proxy", "event": "flow_error", "ts": 5, "flow": 1, "error": "stream reset by client (CANCEL)"},
+        {"source": "proxy", "event": "flow_error", "ts": 5, "flow": 2, "error": "peer closed connection"},
+        {"source": "proxy", "event": "reset", "ts": 5, "flow": 3},
+        {"source": "proxy", "event": "flow_error", "ts": 5, "flow": 3, "error": "killed by the addon"},
+        {"source": "proxy", "event": "flow_error", "ts": 6, "flow": 5, "error": "Connection refused by upstream"},
+        {"source": "harness", "event": "verdict", "ts": 7, "invariant": "none", "held": True},
+        {"source": "proxy", "event": "flow_error", "ts": 8, "flow": 6, "error": "after the verdict: not judged"},
     ]
-    assert [e["flow"] for e in _unexplained_proxy_failures(events, since=2)] == [5]
+    [f] = NoUnexplainedProxyFailure().check(events, {}, Names(events))
+    assert f.result == "violated" and f.assumption
+    assert "flow 5:" in f.evidence and "flow 1:" not in f.evidence and "flow 3:" not in f.evidence
+    assert "flow 6" not in f.evidence

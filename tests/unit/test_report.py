@@ -11,7 +11,23 @@ from pathlib import Path
 import pytest
 
 from harness import cli, report
+from harness.checkers.liveness import Liveness
+from harness.checkers.log_flood import LogFlood
+from harness.checkers.quota import QuotaSafety
+from harness.names import Names
 from harness.redact import Redactor
+
+
+def check_liveness(h, objs, bound=15.0):
+    return Liveness(bound).check(h, objs, Names(h))
+
+
+def check_quota_history(h, objs):
+    return QuotaSafety().check(h, objs, Names(h))
+
+
+def check_log_flood(h):
+    return LogFlood().check(h, {}, Names(h))
 
 NS = "case-1"
 WL1, WL2 = "job-job1-aaaaa", "job-job2-bbbbb"
@@ -66,13 +82,13 @@ CQ = {"metadata": {"name": f"{NS}-cq"}, "spec": {"resourceGroups": [
 def test_liveness_violated_when_the_preemptor_never_gets_quota_within_the_bound():
     h = base(20.0)
     objs = {"workloads": [workload(WL1, True), workload(WL2, False)], "clusterqueues": [CQ]}
-    [f] = report.check_liveness(h, objs, bound=15)
+    [f] = check_liveness(h, objs, bound=15)
     assert f.result == "violated" and "job2" in f.evidence and "job1" in f.evidence
     assert "QuotaReserved=False" in f.evidence
 
 
 def test_liveness_inconclusive_when_the_history_is_shorter_than_the_bound():
-    [f] = report.check_liveness(base(5.0), {}, bound=15)
+    [f] = check_liveness(base(5.0), {}, bound=15)
     assert f.result == "inconclusive"
 
 
@@ -80,7 +96,7 @@ def test_liveness_held_when_quota_arrives_on_the_watch():
     h = base(20.0) + [ev(1.0, "proxy", "watch_event", flow=9, type="MODIFIED", namespace=NS, name=WL2,
                          resource_version="12", conditions={"QuotaReserved": "True"}, admission=True)]
     h.sort(key=lambda e: e["ts"])
-    [f] = report.check_liveness(h, {}, bound=15)
+    [f] = check_liveness(h, {}, bound=15)
     assert f.result == "held" and "0.60s after its first preemption" in f.evidence
 
 
@@ -89,9 +105,9 @@ def test_liveness_bound_runs_from_the_last_fault_lifted():
                       ev(24.0, "proxy", "response", flow=7, status=200, resource_version="20", label="a",
                          write="admission", namespace=NS, name=WL2)]
     h.sort(key=lambda e: e["ts"])
-    [f] = report.check_liveness(h, {}, bound=15)
+    [f] = check_liveness(h, {}, bound=15)
     assert f.result == "held", f.evidence  # 14 s after the release at t=10, though 23.6 s after the preemption
-    [f] = report.check_liveness(h, {}, bound=10)
+    [f] = check_liveness(h, {}, bound=10)
     assert f.result == "violated" and "more than the bound" in f.evidence
 
 
@@ -99,13 +115,13 @@ def test_liveness_ignores_releases_at_the_end_of_the_case():
     h = base(20.0) + [ev(19.9, "proxy", "released", flow=3, hold="h1", rule="r", stage="request", label="x",
                          why="end of case")]
     h.sort(key=lambda e: e["ts"])
-    [f] = report.check_liveness(h, {}, bound=15)
+    [f] = check_liveness(h, {}, bound=15)
     assert f.result == "violated"
 
 
 def test_liveness_not_applicable_without_preemption():
     h = [e for e in base() if e["source"] != "kueue"]
-    [f] = report.check_liveness(h, {})
+    [f] = check_liveness(h, {})
     assert f.result == "not applicable"
 
 
@@ -113,7 +129,7 @@ def test_liveness_not_applicable_without_preemption():
 
 def test_quota_violation_in_the_final_objects():
     objs = {"workloads": [workload(WL1, True), workload(WL2, True)], "clusterqueues": [CQ]}
-    [f] = report.check_quota_history(base(), objs)
+    [f] = check_quota_history(base(), objs)
     assert f.result == "violated" and "2 used of 1" in f.evidence and "job1, job2" in f.evidence
 
 
@@ -122,7 +138,7 @@ def test_transient_quota_violation_from_the_monitor():
                      f"of 1 allowed by nominal quota, held by {NS}/{WL1}, {NS}/{WL2}", used_milli=2000,
                      allowed_milli=1000, workloads=[])]
     objs = {"workloads": [workload(WL1, False), workload(WL2, True)], "clusterqueues": [CQ]}
-    [f] = report.check_quota_history(sorted(h, key=lambda e: e["ts"]), objs)
+    [f] = check_quota_history(sorted(h, key=lambda e: e["ts"]), objs)
     assert f.result == "violated" and f.summary.startswith("transient") and "cleared before the end" in f.evidence
 
 
@@ -141,7 +157,7 @@ def test_verdict_from_all_checks():
 def test_log_flood_is_counted_but_does_not_decide():
     h = base() + [log(1 + i / 100, "Preemption already issued, waiting for observation",
                       targetWorkload=kobj(WL1), preemptingWorkload=kobj(WL2)) for i in range(150)]
-    [f] = report.check_log_flood(sorted(h, key=lambda e: e["ts"]))
+    [f] = check_log_flood(sorted(h, key=lambda e: e["ts"]))
     assert f.result == "info" and not f.bearing and "150 times" in f.evidence and "flood" in f.evidence
 
 

@@ -1,6 +1,9 @@
-"""The setup shared by the kueue#11480 seed cases (notes §11): one ResourceFlavor, a ClusterQueue with
-`cpu: 1` nominal quota and `withinClusterQueue: LowerPriority`, a LocalQueue in the case's namespace, two
-WorkloadPriorityClasses (low=100, high=1000), and helpers to submit 1-cpu Jobs and watch their Workloads.
+"""Typed set-up steps and named waits shared by every case (a scenario file declares; these act).
+
+`preemption_queues`: one ResourceFlavor, a ClusterQueue with `cpu: 1` nominal quota and
+`withinClusterQueue: LowerPriority`, a LocalQueue in the case's namespace, two WorkloadPriorityClasses
+(low=100, high=1000) — the set-up of kubernetes-sigs/kueue#11480 (docs/kueue-notes.md §11). `submit_job`
+creates a Job and waits for its Workload; `wait_workload` and `job_state` read them back.
 """
 
 from __future__ import annotations
@@ -9,12 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness import objects as o
-from harness.errors import HarnessError
 from harness.waiting import wait_for
-
-
-class FaultNotApplied(HarnessError):
-    """The planned fault did not happen the way the case needs (so no verdict can be drawn)."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,7 @@ class SeedQueues:
     high: str
 
 
-def setup_queues(case, cpu: str = "1") -> SeedQueues:
+def preemption_queues(case, cpu: str = "1") -> SeedQueues:
     """Create the seed objects for `case` (a CaseContext) and wait until the ClusterQueue is Active."""
     p = case.prefix
     q = SeedQueues(flavor=f"{p}-rf", cluster_queue=f"{p}-cq", local_queue="lq", low=f"{p}-low", high=f"{p}-high")
@@ -82,31 +80,10 @@ def job_state(case, name: str) -> str:
     return f"unsuspended (active={status.get('active', 0)})"
 
 
-def load_seed_plan(case, name: str) -> dict[str, Any]:
-    """Load the shipped plan cases/plans/<name>.yaml into the proxy, limited to the case's namespace.
-    Returns {rule id: RuleHandle}; the plan is recorded in the case's history."""
-    from harness.plans import load_plan
-
-    plan = load_plan(name, namespace=case.ns)
-    handles = case.proxy.load_plan(plan)
-    case.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
-    return handles
+#: The name the first cases used.
+setup_queues = preemption_queues
 
 
-def wait_plan_steps(case, rule_ids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
-    """Wait until each hold rule in `rule_ids` let its flow go; return each rule's "released" event.
-
-    Raises FaultNotApplied if a hold ended another way (its plan timeout, a fail) instead of its release
-    triggers: then the forced ordering did not happen and the case has no verdict. `timeout` in seconds
-    per rule.
-    """
-    out = {}
-    for rid in rule_ids:
-        ev = case.proxy.wait_event(lambda e, rid=rid: e["event"] in ("released", "hold_timeout", "failed")
-                                   and e.get("rule") == rid, timeout, f"plan rule {rid} to let its flow go")
-        if ev["event"] != "released" or not str(ev.get("why", "")).startswith("triggers"):
-            raise FaultNotApplied(f"plan rule {rid} did not end by its triggers ({ev['event']}: {ev.get('why')}), "
-                                  "so the forced ordering did not happen")
-        out[rid] = ev
-        case.record("plan_step", rule=rid, why=ev.get("why"), label=ev.get("label"))
-    return out
+def both_jobs_unsuspended(case, *jobs: str) -> bool:
+    """Whether every Job in `jobs` is unsuspended now (a direct read)."""
+    return all(job_state(case, j).startswith("unsuspended") for j in jobs)

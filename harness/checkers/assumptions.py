@@ -1,0 +1,195 @@
+"""Assumption checkers: what must have happened for a verdict to mean anything. A violated (or undecided)
+assumption makes the case's verdict "error", never "reproduced" (etcd robustness checks its assumptions
+before its invariants in the same way). DEFAULT_ASSUMPTIONS run for every case; a case adds its own
+(the forced ordering it relies on) in its `checkers` marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from harness.checkers.base import Finding, History, Objects, case_end, events, register, within_case
+from harness.names import Names
+
+#: Flow errors that are the client's doing, not the proxy's: client-go cancels watches and requests.
+CLIENT_SIDE_ERRORS = ("by client", "client disconnected", "Client disconnected", "peer closed connection")
+
+#: Run for every case, whatever it declares.
+DEFAULT_ASSUMPTIONS = ("no_hold_expired", "no_unexplained_proxy_failure", "kueue_not_restarted_unasked",
+                       "monitor_healthy", "teardown_clean")
+
+
+def _ok(name: str, summary: str, evidence: str) -> Finding:
+    return Finding(name, "held", summary, evidence, assumption=True)
+
+
+def _void(name: str, summary: str, evidence: str) -> Finding:
+    return Finding(name, "violated", summary, evidence, assumption=True)
+
+
+@register
+class Forced:
+    """Each hold rule in `rules` let its flow go because its release triggers fired (not by its plan
+    timeout, a fail, max_hold, or the end of the case): the forced ordering happened."""
+
+    name: ClassVar[str] = "forced"
+    kind: ClassVar[str] = "assumption"
+
+    def __init__(self, rules: list[str] | tuple[str, ...] = ()) -> None:
+        self.rules = tuple(rules)
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        seen = within_case(history)
+        bad = []
+        for rid in self.rules:
+            ends = [e for e in seen if e.get("source") == "proxy" and e.get("rule") == rid
+                    and e.get("event") in ("released", "hold_timeout", "failed", "hold_expired")]
+            if not ends:
+                bad.append(f"{rid} never let a flow go before the case ended")
+            elif ends[0].get("event") != "released" or not str(ends[0].get("why", "")).startswith("triggers"):
+                bad.append(f"{rid} ended by {ends[0].get('event')} ({ends[0].get('why', '-')}), not by its triggers")
+        if bad:
+            return [_void(self.name, "the forced ordering did not happen", "; ".join(bad) + ".")]
+        return [_ok(self.name, "the forced ordering happened",
+                    f"Plan rules {', '.join(self.rules) or '(none)'} each let their flow go when their triggers fired.")]
+
+
+@register
+class WriteLanded:
+    """The flow rule `rule` held was answered 200 and, with `overwrote`, Kueue's watch then delivered the
+    object at that resourceVersion without condition `overwrote`=True (e.g. the late admission removed
+    Evicted: kubernetes-sigs/kueue#11480 scenario 1)."""
+
+    name: ClassVar[str] = "write_landed"
+    kind: ClassVar[str] = "assumption"
+
+    def __init__(self, rule: str, overwrote: str | None = None) -> None:
+        self.rule, self.overwrote = rule, overwrote
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        seen = within_case(history)
+        flows = [e.get("flow") for e in seen if e.get("source") == "proxy" and e.get("event") == "held"
+                 and e.get("rule") == self.rule]
+        if not flows:
+            return [_void(self.name, f"{self.rule} held nothing", f"Plan rule {self.rule} never held a flow.")]
+        answer = next((e for e in seen if e.get("source") == "proxy" and e.get("event") == "response"
+                       and e.get("flow") == flows[0]), None)
+        if answer is None or answer.get("status") != 200:
+            got = "no answer" if answer is None else f"answer {answer.get('status')}"
+            return [_void(self.name, f"{self.rule}'s write did not land", f"The flow {self.rule} held got {got}, not 200.")]
+        what = names.wl(str(answer.get("name", "")))
+        if not self.overwrote:
+            return [_ok(self.name, f"{self.rule}'s write landed", f"The flow {self.rule} held ({what}) was answered 200.")]
+        rv = answer.get("resource_version")
+        delivered = [e for e in seen if e.get("source") == "proxy" and e.get("event") == "watch_event"
+                     and e.get("name") == answer.get("name") and e.get("namespace") == answer.get("namespace")
+                     and str(e.get("resource_version")) == str(rv)]
+        if not delivered:
+            return [_void(self.name, f"Kueue never saw {what} as {self.rule} left it",
+                          f"No watch delivery of {what} at resourceVersion {rv} (the answer to {self.rule}).")]
+        if (delivered[0].get("conditions") or {}).get(self.overwrote) == "True":
+            return [_void(self.name, f"{self.rule} did not remove {self.overwrote}",
+                          f"Kueue's watch delivered {what} at resourceVersion {rv} still with {self.overwrote}=True: "
+                          f"{delivered[0].get('conditions')}.")]
+        return [_ok(self.name, f"{self.rule} overwrote {self.overwrote}",
+                    f"{self.rule} was answered 200 (resourceVersion {rv}) and Kueue's watch delivered {what} at that "
+                    f"resourceVersion without {self.overwrote}=True: {delivered[0].get('conditions')}.")]
+
+
+@register
+class NoHoldExpired:
+    name: ClassVar[str] = "no_hold_expired"
+    kind: ClassVar[str] = "assumption"
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        expired = events(within_case(history), "proxy", "hold_expired")
+        if expired:
+            return [_void(self.name, f"{len(expired)} hold(s) reached max_hold",
+                          f"{len(expired)} hold(s) reached their max_hold and were released by the proxy: "
+                          + ", ".join(names.text(str(e.get("label", "?"))) for e in expired) + ".")]
+        return [_ok(self.name, "no hold expired", "No hold reached its max_hold.")]
+
+
+@register
+class NoUnexplainedProxyFailure:
+    """The proxy failed no request that no rule told it to fail (a `reset` rule kills flows on purpose;
+    a cancelled watch is client-go's normal behaviour)."""
+
+    name: ClassVar[str] = "no_unexplained_proxy_failure"
+    kind: ClassVar[str] = "assumption"
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        seen = within_case(history)
+        reset_flows = {e.get("flow") for e in seen if e.get("event") == "reset"}
+        bad = [e for e in seen if e.get("source") == "proxy" and e.get("event") == "flow_error"
+               and e.get("flow") not in reset_flows and not any(m in str(e.get("error")) for m in CLIENT_SIDE_ERRORS)]
+        if bad:
+            return [_void(self.name, f"the proxy failed {len(bad)} request(s) on its own",
+                          f"the proxy failed {len(bad)} request(s) it was not told to: "
+                          + "; ".join(f"flow {e.get('flow')}: {e.get('error')}" for e in bad[:3]))]
+        return [_ok(self.name, "no unexplained proxy failure", "The proxy failed no request it was not told to.")]
+
+
+@register
+class KueueNotRestartedUnasked:
+    """Kueue ran throughout the case, restarted only as often as the case asked (its `kueue_restart`
+    events): the harness records Kueue's start count and liveness when the case starts and at its verdict."""
+
+    name: ClassVar[str] = "kueue_not_restarted_unasked"
+    kind: ClassVar[str] = "assumption"
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        seen = within_case(history)
+        states = [e for e in seen if e.get("source") == "harness" and isinstance(e.get("kueue"), Mapping)]
+        if len(states) < 2:
+            return [_ok(self.name, "Kueue's state not recorded", "The history has no Kueue start counts to compare.")]
+        first, last = states[0]["kueue"], states[-1]["kueue"]
+        asked = len(events(seen, "harness", "kueue_restart")) + len(events(seen, "nemesis", "kueue_restart"))
+        if not last.get("alive", True):
+            return [_void(self.name, "Kueue exited during the case", "Kueue was not running at the end of the case, "
+                          "so its verdict means nothing (see the case's kueue.log).")]
+        if last.get("starts", 1) != first.get("starts", 1) + asked:
+            return [_void(self.name, "Kueue was restarted during the case without the case asking for it",
+                          f"Kueue started {last.get('starts', 1) - first.get('starts', 1)} more time(s) during the case; "
+                          f"the case asked for {asked}.")]
+        return [_ok(self.name, "Kueue ran throughout", f"Kueue kept running ({asked} restart(s) asked for).")]
+
+
+@register
+class MonitorHealthy:
+    """The invariant monitor's watches never broke: a dead watch would silently weaken the quota verdict."""
+
+    name: ClassVar[str] = "monitor_healthy"
+    kind: ClassVar[str] = "assumption"
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        errs = events(within_case(history), "monitor", "watch_error")
+        if errs:
+            return [_void(self.name, f"the monitor's watch broke {len(errs)} time(s)",
+                          "; ".join(str(e.get("error")) for e in errs[:3]))]
+        return [_ok(self.name, "the monitor's watches stayed up", "No watch of the invariant monitor broke.")]
+
+
+@register
+class TeardownClean:
+    """Nothing went wrong after the verdict that voids it (recorded as `teardown_problem` by the plugin)."""
+
+    name: ClassVar[str] = "teardown_clean"
+    kind: ClassVar[str] = "assumption"
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        probs = [e for e in history if e.get("source") == "harness" and e.get("event") == "teardown_problem"
+                 and e["ts"] >= case_end(history)]
+        if probs:
+            return [_void(self.name, "; ".join(str(p.get("problem", "")).splitlines()[0] for p in probs)[:200],
+                          "; ".join(str(p.get("problem", "")) for p in probs))]
+        return []
+
+
+def selection_with_defaults(declared: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The declared checkers with DEFAULT_ASSUMPTIONS first (declared parameters win)."""
+    out: dict[str, dict[str, Any]] = {n: {} for n in DEFAULT_ASSUMPTIONS}
+    for name, params in declared.items():
+        out[name] = dict(params or {})
+    return out

@@ -1,0 +1,170 @@
+"""The checker interface: a checker reads a case's history (and its final objects) and returns findings;
+`compose` runs a named set of them, assumptions first, and turns their findings into one verdict. The same
+composition decides the verdict during the run (harness/pytest_plugin.py) and in `kueue-harness report`.
+
+Verdicts: "error" when an assumption failed (the forced ordering did not happen, a hold expired, Kueue
+restarted unasked, the proxy failed a request on its own, the monitor's watch broke); else "reproduced"
+when an invariant was violated; "inconclusive" when one could not be decided; else "passed". A checker
+that raises yields an inconclusive finding instead of crashing the run (Jepsen's check-safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Protocol
+
+from harness.names import Names
+
+History = Sequence[Mapping[str, Any]]
+Objects = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One checker result. `result`: "held" | "violated" | "inconclusive" | "not applicable" | "info".
+    `bearing`: whether it decides the verdict (info rows only describe); `assumption`: a violated one
+    voids the run ("error") instead of reproducing the bug. `summary` is one line for the diagram;
+    `evidence` the report table cell."""
+
+    check: str
+    result: str
+    summary: str
+    evidence: str
+    bearing: bool = True
+    assumption: bool = False
+
+    @property
+    def validity(self) -> str:
+        """"valid" | "violated" | "unknown" (the three outcomes every checker maps to)."""
+        return {"violated": "violated", "inconclusive": "unknown"}.get(self.result, "valid")
+
+
+class Checker(Protocol):
+    """What a checker is. `name`: its key in the registry and in a case's `checkers` marker; `kind`:
+    "assumption", "invariant" or "info". `check` must be pure: no sleeping, no API calls."""
+
+    name: ClassVar[str]
+    kind: ClassVar[str]
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]: ...
+
+
+#: name -> checker class; filled by @register in each checker's module.
+REGISTRY: dict[str, type] = {}
+
+
+def register(cls: type) -> type:
+    """Class decorator: make a checker available by its `name` (one file per checker, no list to edit)."""
+    if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
+        raise ValueError(f"two checkers are named {cls.name!r}")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+@dataclass
+class Verdict:
+    """The composed outcome: `verdict`, every finding (assumptions first), and `reason` (one line)."""
+
+    verdict: str
+    findings: list[Finding]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which checkers a case declared and with which parameters: {name: {param: value}} (JSON-able, so a
+    bundle stores it and the offline re-check builds the same checkers)."""
+
+    checkers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def build(self) -> list[Any]:
+        """The checker objects, assumptions first. Raises KeyError naming an unknown checker."""
+        import harness.checkers  # noqa: F401 - registers every checker
+
+        out = []
+        for name, params in self.checkers.items():
+            if name not in REGISTRY:
+                raise KeyError(f"no checker named {name!r} (known: {', '.join(sorted(REGISTRY))})")
+            out.append(REGISTRY[name](**(params or {})))
+        return sorted(out, key=lambda c: {"assumption": 0, "invariant": 1}.get(c.kind, 2))
+
+
+def run_safely(checker: Any, history: History, objects: Objects, names: Names) -> list[Finding]:
+    """checker.check(), with an exception turned into an inconclusive finding that names it."""
+    try:
+        return list(checker.check(history, objects, names))
+    except Exception as e:  # noqa: BLE001 - a broken checker must not crash the run or hide the rest
+        return [Finding(checker.name, "inconclusive", f"checker {checker.name} failed",
+                        f"the checker raised {type(e).__name__}: {e}", bearing=checker.kind != "info",
+                        assumption=checker.kind == "assumption")]
+
+
+def compose(selection: Selection, history: History, objects: Objects, names: Names | None = None) -> Verdict:
+    """Run `selection`'s checkers over `history` and `objects` and decide the verdict (module docstring)."""
+    names = names or Names(history)
+    findings: list[Finding] = []
+    for checker in selection.build():
+        for f in run_safely(checker, history, objects, names):
+            if checker.kind == "assumption" and not f.assumption:
+                f = Finding(f.check, f.result, f.summary, f.evidence, f.bearing, True)
+            if checker.kind == "info" and f.bearing:
+                f = Finding(f.check, f.result, f.summary, f.evidence, False, f.assumption)
+            findings.append(f)
+    failed = [f for f in findings if f.assumption and f.result in ("violated", "inconclusive")]
+    if failed:
+        return Verdict("error", findings, "; ".join(f"{f.check}: {f.summary}" for f in failed))
+    bearing = [f for f in findings if f.bearing and not f.assumption]
+    violated = [f for f in bearing if f.result == "violated"]
+    if violated:
+        return Verdict("reproduced", findings, "; ".join(f"{f.check}: {f.summary}" for f in violated))
+    unknown = [f for f in bearing if f.result == "inconclusive"]
+    if unknown:
+        return Verdict("inconclusive", findings, "; ".join(f"{f.check}: {f.summary}" for f in unknown))
+    return Verdict("passed", findings, "every invariant held")
+
+
+# ---- helpers shared by checkers --------------------------------------------------------------------
+
+def case_end(history: History) -> float:
+    """When the case stopped acting: its verdict record, else case_finished, else the last event."""
+    for name in ("verdict", "case_finished"):
+        ts = [e["ts"] for e in history if e.get("source") == "harness" and e.get("event") == name]
+        if ts:
+            return min(ts)
+    return max((e["ts"] for e in history), default=0.0)
+
+
+def within_case(history: History) -> list[Mapping[str, Any]]:
+    """The events up to the case's end (what the live verdict saw; later events are clean-up)."""
+    end = case_end(history)
+    return [e for e in history if e["ts"] <= end]
+
+
+def fault_lifts(history: History) -> list[float]:
+    """Times a held flow was let go (released, failed, timed out) while the case was still acting."""
+    end = case_end(history)
+    return [e["ts"] for e in history if e.get("source") == "proxy"
+            and e.get("event") in ("released", "failed", "hold_expired", "hold_timeout")
+            and e["ts"] <= end and e.get("why") != "end of case"]
+
+
+def conditions_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    """{condition type: status} of an object's status.conditions."""
+    return {c.get("type"): c.get("status") for c in ((obj.get("status") or {}).get("conditions") or [])
+            if isinstance(c, Mapping)}
+
+
+def cond_text(obj: Mapping[str, Any]) -> str:
+    """"QuotaReserved=True, Admitted=True" for the conditions that matter to a report line."""
+    conds = conditions_of(obj)
+    shown = [f"{k}={v}" for k, v in conds.items() if k in ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Finished")]
+    return ", ".join(shown) or "no conditions"
+
+
+def events(history: History, source: str, *kinds: str) -> list[Mapping[str, Any]]:
+    """The events of `source` whose `event` is one of `kinds` (all of the source when none is given)."""
+    return [e for e in history if e.get("source") == source and (not kinds or e.get("event") in kinds)]
+
+
+Describe = Callable[[Any], str]

@@ -1,0 +1,20 @@
+"""Every bound the cases and checkers use, in one place (as Kueue's test/util/constants.go keeps its
+timeouts). Seconds unless said otherwise.
+"""
+
+#: A Workload that preempts another must get quota within this long once every fault is lifted. Without
+#: faults Kueue admits the preemptor within about a second of the victim's quota release (README figures).
+LIVENESS_BOUND = 15.0
+#: Bound for each forced step: Kueue reacting to a create or to a release.
+STEP = 30.0
+#: After the late admission is answered, how long the quota case keeps watching for a violation: Kueue
+#: reacts to the re-admission (cache update, unsuspend) within about a second.
+SETTLE = 5.0
+#: How long an oversubscription must last, with both Jobs unsuspended, to be called lasting.
+PERSIST = 3.0
+#: "Preemption already issued, waiting for observation" lines for one preemptor/target pair above which
+#: the log is called a flood (a stuck preemption retries every ~10 ms: ~1500 lines in 15 s).
+FLOOD_LINES = 100
+#: Such lines, all after the last fault was lifted and after the target's last watch delivery, that make
+#: a stuck preemption conclusive before LIVENESS_BOUND (Kueue's scheduler retries every ~10 ms).
+STUCK_LINES = 20

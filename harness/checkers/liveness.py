@@ -1,0 +1,189 @@
+"""Liveness: a Workload that preempts another (or a Workload the case names) gets quota within a bound
+once every fault is lifted. Decides early, without waiting out the bound, when the evidence is conclusive:
+the Workload got quota (held), or its preemption is stuck (violated; see `_stuck`).
+
+Sources: "Preempted", "Preemption ongoing" and "Preemption already issued, waiting for observation" are
+logged by Kueue's pkg/scheduler/preemption/preemption.go with preemptingWorkload and targetWorkload; the
+stuck state is kubernetes-sigs/kueue#11480 scenario 1 (an eviction overwritten by a late admission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from harness import checks, kueue_log
+from harness.checkers.base import (
+    Finding, History, Objects, cond_text, conditions_of, fault_lifts, register, within_case,
+)
+from harness.checkers.bounds import LIVENESS_BOUND, STUCK_LINES
+from harness.names import Names, case_t0, kobj_key
+
+
+def _subjects(history: History, jobs: tuple[str, ...], names: Names) -> dict[str, dict[str, Any]]:
+    """"ns/name" -> {"first": ts it started to wait, "targets": {"ns/name"}, "why": "preempting"|"named"}."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in history:
+        if e.get("source") != "kueue" or e.get("event") != "log":
+            continue
+        f = e.get("fields") or {}
+        p, t = kobj_key(f.get("preemptingWorkload")), kobj_key(f.get("targetWorkload"))
+        if p and e.get("msg") in (kueue_log.PREEMPTED, kueue_log.PREEMPTION_ONGOING, kueue_log.PREEMPTION_WAITING):
+            d = out.setdefault(p, {"first": e["ts"], "targets": set(), "why": "preempting"})
+            if t:
+                d["targets"].add(t)
+    for job in jobs:
+        created = names.jobs.get(job)
+        wl = next((long for long, short in names.workloads.items() if short == job), None)
+        if created is None or wl is None:
+            continue
+        key = f"{names.ns}/{wl}"
+        out.setdefault(key, {"first": created["ts"], "targets": set(), "why": "named"})
+    return out
+
+
+def _quota_at(history: History, key: str, since: float) -> list[float]:
+    ns, _, name = key.partition("/")
+    return [e["ts"] for e in history if e["ts"] >= since and e.get("source") == "proxy" and (
+        (e.get("event") == "watch_event" and e.get("name") == name and e.get("namespace") == ns
+         and (e.get("conditions") or {}).get("QuotaReserved") == "True")
+        or (e.get("event") == "response" and e.get("write") == "admission" and e.get("name") == name
+            and e.get("namespace") == ns and e.get("status") == 200))]
+
+
+def _held_now(history: History, name: str) -> bool:
+    """Whether a flow about Workload `name` is still held at the end of `history`."""
+    held: dict[Any, bool] = {}
+    for e in history:
+        if e.get("source") != "proxy" or name not in str(e.get("label", "")):
+            continue
+        if e.get("event") == "held":
+            held[e.get("hold")] = True
+        elif e.get("event") in ("released", "failed", "hold_expired", "hold_timeout"):
+            held[e.get("hold")] = False
+    return any(held.values())
+
+
+def _stuck(history: History, preemptor: str, target: str, start: float) -> str | None:
+    """Conclusive evidence that `preemptor` waits forever on `target`, or None. All must hold:
+    - Kueue's watch delivered `target` evicted (Evicted=True), later delivered it with quota and no Evicted
+      condition (a late write overwrote the eviction), and the eviction write was answered 200;
+    - Kueue sent no write about `target` since that last delivery that the API server did not refuse, and
+      nothing about it is held in the proxy (no eviction is on its way);
+    - after the last fault was lifted and after that delivery, Kueue logged "Preemption already issued,
+      waiting for observation" for the pair at least STUCK_LINES times (it waits for an eviction it will
+      never observe: pkg/scheduler/preemption/preemption.go).
+    """
+    tns, _, tname = target.partition("/")
+    deliveries = [e for e in history if e.get("source") == "proxy" and e.get("event") == "watch_event"
+                  and e.get("name") == tname and e.get("namespace") == tns]
+    evicted = [e for e in deliveries if (e.get("conditions") or {}).get("Evicted") == "True"]
+    if not evicted or deliveries[-1]["ts"] <= evicted[0]["ts"]:
+        return None
+    last = deliveries[-1]
+    conds = last.get("conditions") or {}
+    if conds.get("QuotaReserved") != "True" or conds.get("Evicted") == "True":
+        return None
+    answered = any(e.get("source") == "proxy" and e.get("event") == "response" and e.get("write") == "eviction"
+                   and e.get("name") == tname and e.get("namespace") == tns and e.get("status") == 200 for e in history)
+    # A write about the target since then may change it, unless the API server refused it (a strict
+    # quota release answered 409 leaves the object as it was).
+    status = {e.get("flow"): e.get("status") for e in history if e.get("source") == "proxy" and e.get("event") == "response"}
+    writes_after = [e for e in history if e.get("source") == "proxy" and e.get("event") == "request"
+                    and isinstance(e.get("write"), Mapping) and e["write"].get("name") == tname
+                    and e["ts"] > last["ts"] and not (isinstance(status.get(e.get("flow")), int)
+                                                      and status[e.get("flow")] >= 400)]
+    if not answered or writes_after or _held_now(history, tname):
+        return None
+    since = max(start, last["ts"])
+    lines = [e for e in history if e.get("source") == "kueue" and e.get("msg") == kueue_log.PREEMPTION_WAITING
+             and e["ts"] > since and kobj_key((e.get("fields") or {}).get("preemptingWorkload")) == preemptor
+             and kobj_key((e.get("fields") or {}).get("targetWorkload")) == target]
+    if len(lines) < STUCK_LINES:
+        return None
+    return (f"Kueue's watch delivered its target evicted (resourceVersion {evicted[0].get('resource_version')}), then "
+            f"with quota and no Evicted condition (resourceVersion {last.get('resource_version')}); the eviction was "
+            f"answered, nothing about the target is held or written since, and Kueue logged 'Preemption already "
+            f"issued, waiting for observation' {len(lines)} times after that")
+
+
+@register
+class Liveness:
+    """Every preempting Workload, and the Workloads of the named `jobs`, get quota within `bound` seconds
+    after the last fault was lifted (or after they started waiting, when no fault was lifted later).
+    Violated when one did not and the history covers that long, or as soon as it is conclusively stuck;
+    inconclusive when the history ends sooner; not applicable with nothing to wait for."""
+
+    name: ClassVar[str] = "liveness"
+    kind: ClassVar[str] = "invariant"
+
+    def __init__(self, bound: float = LIVENESS_BOUND, jobs: tuple[str, ...] | list[str] = ()) -> None:
+        self.bound = float(bound)
+        self.jobs = tuple(jobs)
+
+    def decided(self, history: History, objects: Objects, names: Names) -> bool:
+        """Whether `check` already has its answer (every subject held or violated): the case may stop
+        observing now."""
+        found = self.check(history, objects, names)
+        return bool(found) and all(f.result in ("held", "violated") for f in found)
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        history = within_case(history)  # what the live verdict saw: clean-up after it is not judged
+        subjects = _subjects(history, self.jobs, names)
+        if not subjects:
+            return [Finding(self.name, "not applicable", "no preemption in the history",
+                            "Kueue logged no preemption for the case's Workloads, and the case named no Workload "
+                            "that must get quota, so none waited.")]
+        lifts = fault_lifts(history)
+        end = max(e["ts"] for e in history)
+        t0 = case_t0(history)
+        final = {checks.workload_key(w): w for w in objects.get("workloads") or []}
+        out = []
+        for key, d in subjects.items():
+            name = key.partition("/")[2]
+            quota_at = _quota_at(history, key, d["first"])
+            final_obj = final.get(key)
+            if not quota_at and final_obj is not None and conditions_of(final_obj).get("QuotaReserved") == "True":
+                quota_at = [end]
+            later = [t for t in lifts if t >= d["first"]]
+            start = max(later) if later else d["first"]
+            since = "the last fault was lifted" if later else (
+                "its first preemption" if d["why"] == "preempting" else "its Job was created")
+            who = names.wl(name)
+            targets = ", ".join(names.wl(t.split('/')[-1]) for t in sorted(d["targets"]))
+            waited = f"preempted {targets}" if targets else "waited for quota"
+            if quota_at and quota_at[0] <= start + self.bound:
+                took = (f"{quota_at[0] - start:.2f}s after {since}" if quota_at[0] >= start else
+                        f"{quota_at[0] - d['first']:.2f}s after it started waiting, before the last fault was lifted")
+                out.append(Finding(self.name, "held", f"{who} got quota",
+                                   f"{who} {waited} and got quota at t={quota_at[0] - t0:.2f}s, {took} "
+                                   f"(bound {self.bound:g}s)."))
+                continue
+            state = ""
+            if final_obj is not None:
+                state = f" Final state: {who} {cond_text(final_obj)}"
+                for t in sorted(d["targets"]):
+                    if t in final:
+                        state += f"; {names.wl(t.split('/')[-1])} {cond_text(final[t])}"
+                state += "."
+            observed = end - start
+            stuck = None if quota_at else next(
+                (s for t in sorted(d["targets"]) if (s := _stuck(history, key, t, start))), None)
+            if quota_at:
+                out.append(Finding(self.name, "violated", f"{who} got quota only after {quota_at[0] - start:.1f}s",
+                                   f"{who} {waited}; it got quota {quota_at[0] - start:.2f}s after {since} "
+                                   f"(t={start - t0:.2f}s), more than the bound of {self.bound:g}s.{state}"))
+            elif stuck:
+                out.append(Finding(self.name, "violated", f"{who} is stuck: got no quota ({observed:.1f}s, conclusive)",
+                                   f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
+                                   f"(t={start - t0:.2f}s). Conclusive before the bound of {self.bound:g}s: "
+                                   f"{names.text(stuck)}.{state}"))
+            elif observed >= self.bound:
+                out.append(Finding(self.name, "violated", f"{who} got no quota in {observed:.1f}s",
+                                   f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
+                                   f"(t={start - t0:.2f}s; bound {self.bound:g}s).{state}"))
+            else:
+                out.append(Finding(self.name, "inconclusive", f"{who}: history too short",
+                                   f"{who} had no quota yet, but the history ends {observed:.2f}s after {since}, "
+                                   f"before the bound of {self.bound:g}s.{state}"))
+        return out

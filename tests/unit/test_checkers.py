@@ -1,0 +1,187 @@
+"""harness/checkers on synthetic histories: composition (assumptions first, then invariants), the
+registry, the conclusive stuck-preemption decision, named-Workload liveness, and each assumption."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.checkers import REGISTRY, Finding, Selection, compose, selection_with_defaults
+from harness.checkers.assumptions import Forced, KueueNotRestartedUnasked, MonitorHealthy, NoHoldExpired, WriteLanded
+from harness.checkers.bounds import STUCK_LINES
+from harness.checkers.liveness import Liveness
+from harness.names import Names
+from tests.unit.test_report import CQ, NS, WL1, WL2, base, ev, kobj, log, stuck_history, workload
+
+
+def names(h):
+    return Names(h)
+
+
+# ---- composition -------------------------------------------------------------------------------------
+
+def test_every_checker_is_registered_with_a_kind() -> None:
+    assert {"liveness", "quota", "log_flood", "reservation", "forced", "write_landed", "no_hold_expired",
+            "no_unexplained_proxy_failure", "kueue_not_restarted_unasked", "monitor_healthy"} <= set(REGISTRY)
+    assert {c.kind for c in REGISTRY.values()} == {"assumption", "invariant", "info"}
+
+
+def test_unknown_checker_is_named() -> None:
+    with pytest.raises(KeyError, match="no checker named 'nope'"):
+        Selection({"nope": {}}).build()
+
+
+def test_assumptions_run_first_and_void_a_reproduction() -> None:
+    h = base(20.0) + [ev(5.0, "proxy", "hold_expired", flow=1, hold="h1", rule="r", label="admission job1")]
+    h.sort(key=lambda e: e["ts"])
+    objs = {"workloads": [workload(WL1, True), workload(WL2, False)], "clusterqueues": [CQ]}
+    v = compose(Selection(selection_with_defaults({"liveness": {}})), h, objs)
+    assert v.verdict == "error" and "max_hold" in v.reason
+    assert v.findings[0].assumption and v.findings[-1].check == "liveness"
+    # Without the expired hold the same history reproduces.
+    clean = [e for e in h if e["event"] != "hold_expired"]
+    assert compose(Selection(selection_with_defaults({"liveness": {}})), clean, objs).verdict == "reproduced"
+
+
+def test_a_checker_that_raises_is_inconclusive_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(self, history, objects, names):
+        raise ValueError("broken")
+
+    monkeypatch.setattr(Liveness, "check", boom)
+    v = compose(Selection({"liveness": {}}), base(20.0), {})
+    assert v.verdict == "inconclusive"
+    assert v.findings == [Finding("liveness", "inconclusive", "checker liveness failed",
+                                  "the checker raised ValueError: broken")]
+
+
+def test_info_checkers_never_decide() -> None:
+    h = base(20.0) + [ev(1.0, "proxy", "watch_event", flow=9, type="MODIFIED", namespace=NS, name=WL2,
+                         resource_version="9", conditions={"QuotaReserved": "True"}, admission=True)]
+    h.sort(key=lambda e: e["ts"])
+    v = compose(Selection({"liveness": {}, "log_flood": {}}), h, {})
+    assert v.verdict == "passed" and not v.findings[-1].bearing
+
+
+# ---- liveness: conclusive before the bound ----------------------------------------------------------
+
+def _stuck_until(t_end: float) -> list[dict]:
+    h = stuck_history()
+    return [e for e in h if e["ts"] - h[0]["ts"] <= t_end]
+
+
+def test_stuck_preemption_is_conclusive_long_before_the_bound() -> None:
+    h = _stuck_until(1.2)  # the last fault was lifted at 0.41 s; ~70 'already issued' lines since
+    [f] = Liveness(bound=15).check(h, {}, names(h))
+    assert f.result == "violated" and "Conclusive" in f.evidence and "no Evicted condition" in f.evidence
+    assert Liveness(bound=15).decided(h, {}, names(h))
+
+
+def test_too_few_waiting_lines_are_not_conclusive() -> None:
+    lift = 0.42
+    full = _stuck_until(1.2)
+    t0 = full[0]["ts"]
+    h = [e for e in full if not (e.get("msg") == "Preemption already issued, waiting for observation"
+                                 and e["ts"] - t0 > lift + (STUCK_LINES - 2) * 0.01)]
+    [f] = Liveness(bound=15).check(h, {}, names(h))
+    assert f.result == "inconclusive"
+    assert not Liveness(bound=15).decided(h, {}, names(h))
+
+
+def test_a_later_eviction_write_is_not_stuck() -> None:
+    """A fixed Kueue evicts the target again: that write means the preemption is moving."""
+    h = _stuck_until(1.2)
+    t = h[-1]["ts"]
+    h.append({"ts": t + 0.001, "source": "proxy", "event": "request", "flow": 20, "method": "PATCH", "path": "/x",
+              "write": {"kind": "Workload", "namespace": NS, "name": WL1, "write": "eviction"}})
+    [f] = Liveness(bound=15).check(h, {}, names(h))
+    assert f.result == "inconclusive"
+
+
+def test_a_target_still_held_is_not_stuck() -> None:
+    h = [e for e in _stuck_until(1.2) if not (e["event"] == "released" and e.get("hold") == "h2")]
+    for e in h:
+        if e["event"] == "held" and e.get("hold") == "h2":
+            e["label"] = f"eviction {WL1}"
+    [f] = Liveness(bound=15).check(h, {}, names(h))
+    assert f.result != "violated" or "Conclusive" not in f.evidence
+
+
+# ---- liveness of a named Workload -------------------------------------------------------------------
+
+def _named(quota_at: float | None, end: float) -> list[dict]:
+    h = [e for e in base(end) if e["source"] != "kueue"]
+    h.append(ev(0.31, "proxy", "request", flow=3, method="POST", path="/x",
+                write={"kind": "Workload", "namespace": NS, "name": WL2, "write": "other"}))
+    if quota_at is not None:
+        h.append(ev(quota_at, "proxy", "watch_event", flow=9, type="MODIFIED", namespace=NS, name=WL2,
+                    resource_version="9", conditions={"QuotaReserved": "True"}, admission=True))
+    return sorted(h, key=lambda e: e["ts"])
+
+
+def test_named_workload_that_gets_quota_held_and_decided() -> None:
+    h = _named(1.5, 2.0)
+    [f] = Liveness(bound=15, jobs=["job2"]).check(h, {}, names(h))
+    assert f.result == "held" and "job2" in f.evidence and "its Job was created" in f.evidence
+    assert Liveness(bound=15, jobs=["job2"]).decided(h, {}, names(h))
+
+
+def test_named_workload_waiting_is_undecided_then_violated() -> None:
+    assert not Liveness(bound=15, jobs=["job2"]).decided(_named(None, 5.0), {}, names(_named(None, 5.0)))
+    h = _named(None, 20.0)
+    [f] = Liveness(bound=15, jobs=["job2"]).check(h, {}, names(h))
+    assert f.result == "violated"
+
+
+def test_nothing_to_wait_for_is_not_decided_early() -> None:
+    """A control whose job2 has no Workload yet must keep observing, not pass vacuously."""
+    h = [e for e in base(1.0) if e["source"] != "kueue"]
+    assert not Liveness(jobs=["job2"]).decided(h, {}, names(h))
+
+
+# ---- assumptions ------------------------------------------------------------------------------------
+
+def test_forced_rules_must_end_by_their_triggers() -> None:
+    h = base(20.0) + [
+        ev(1, "proxy", "released", flow=1, hold="h1", rule="a", stage="request", label="x", why="triggers: b answered"),
+        ev(2, "proxy", "hold_timeout", flow=2, hold="h2", rule="b", label="y", then="release"),
+    ]
+    h.sort(key=lambda e: e["ts"])
+    assert Forced(["a"]).check(h, {}, names(h))[0].result == "held"
+    [f] = Forced(["a", "b", "c"]).check(h, {}, names(h))
+    assert f.result == "violated" and "b ended by hold_timeout" in f.evidence and "c never let a flow go" in f.evidence
+
+
+def test_write_landed_and_overwrote() -> None:
+    h = stuck_history()
+    [f] = WriteLanded("admission-job1", overwrote="Evicted").check(h, {}, names(h))
+    assert f.result == "held" and "264" in f.evidence
+    [f] = WriteLanded("eviction-job1", overwrote="Evicted").check(h, {}, names(h))
+    assert f.result == "violated" and "still with Evicted=True" in f.evidence
+    [f] = WriteLanded("no-such-rule").check(h, {}, names(h))
+    assert f.result == "violated"
+
+
+def test_kueue_restarts_must_be_asked_for() -> None:
+    def hist(starts_end: int, alive: bool = True, asked: int = 0) -> list[dict]:
+        h = [ev(0, "harness", "case_started", case="c", namespace=NS, kueue={"starts": 1, "alive": True})]
+        h += [ev(1, "harness", "kueue_restart", kill=True)] * asked
+        h += [ev(2, "harness", "verdict", invariant="none", held=True, kueue={"starts": starts_end, "alive": alive})]
+        return h
+
+    assert NoHoldExpired().check(hist(1), {}, names(hist(1)))[0].result == "held"
+    assert KueueNotRestartedUnasked().check(hist(1), {}, names(hist(1)))[0].result == "held"
+    assert KueueNotRestartedUnasked().check(hist(2, asked=1), {}, names(hist(2)))[0].result == "held"
+    [f] = KueueNotRestartedUnasked().check(hist(2), {}, names(hist(2)))
+    assert f.result == "violated" and "without the case asking" in f.summary
+    [f] = KueueNotRestartedUnasked().check(hist(1, alive=False), {}, names(hist(1)))
+    assert f.summary == "Kueue exited during the case"
+
+
+def test_a_broken_monitor_watch_voids_the_run() -> None:
+    h = base(5.0) + [ev(1, "monitor", "watch_error", error="workloads: ApiException: 500")]
+    h.sort(key=lambda e: e["ts"])
+    [f] = MonitorHealthy().check(h, {}, names(h))
+    assert f.result == "violated" and "500" in f.evidence
+    objs = {"workloads": [], "clusterqueues": [CQ]}
+    assert compose(Selection(selection_with_defaults({"quota": {}})), h, objs).verdict == "error"
+    assert log  # (imported helpers stay in use)
+    assert kobj(WL1)["name"] == WL1
