@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ["cases/test_stuck_preemption.py", "cases/test_quota_oversubscription.py"]
+CASES = ["cases/kueue_11480"]
 
 
 def _tree() -> dict:

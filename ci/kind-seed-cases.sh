@@ -45,7 +45,7 @@ mkdir -p "$artifacts"
 echo "kind $(kind version | awk '{print $2}'), Kueue ${version}, cluster ${cluster}, evidence in ${artifacts}"
 
 rc=0
-.venv/bin/python -m pytest cases/test_stuck_preemption.py cases/test_quota_oversubscription.py \
+.venv/bin/python -m pytest cases/kueue_11480 \
   -p no:cacheprovider -q -rN \
   --target kind --kind-cluster "$cluster" --kueue-version "$version" \
   --artifacts-dir "$artifacts" --junitxml "$artifacts/junit.xml" \

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.cli import CASES_DIR, SEED_CASES
+from harness.cli import CASES_DIR
 from harness.env.kueue_build import KueueSpec
 from harness.errors import HarnessError
 
@@ -98,7 +98,7 @@ def run_matrix(builds: list[str], out: Path, repo: str | None = None, runs: int 
     out/matrix.json and out/matrix.md after every build, so an interrupted matrix keeps what it had."""
     from harness.env import binaries
 
-    targets = targets or [str(CASES_DIR / c) for c in SEED_CASES]
+    targets = targets or [str(CASES_DIR)]
     result: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": runs, "builds": [], "cases": []}
     out.mkdir(parents=True, exist_ok=True)
     for i, text in enumerate(builds, 1):

@@ -2,7 +2,7 @@
 API and the CLI alike. Validation reports `file:line` for unknown keys, bad values, bad globs/regexes,
 triggers naming unknown rules and trigger cycles; a plan that fails validation loads nothing.
 
-Format: docs/fault-plans.md. The seed scenarios ship as cases/plans/*.yaml and the cases load them.
+Format: docs/fault-plans.md. Each bug folder ships its plans in cases/<bug>/plans/*.yaml and its cases load them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,18 @@ from harness.errors import HarnessError
 from harness import actions
 from harness.faults import Match, Release, Rule, RuleError, Trigger, rule_keys, validate_rule_set
 
-PLANS_DIR = Path(__file__).resolve().parent.parent / "cases" / "plans"
+CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
+#: The plans of the seed scenarios (kubernetes-sigs/kueue#11480); every bug folder keeps its plans in
+#: cases/<bug>/plans/, and a bare plan name is looked up in all of them (shipped_plans()).
+PLANS_DIR = CASES_DIR / "kueue_11480" / "plans"
+
+
+def shipped_plans() -> dict[str, Path]:
+    """Every shipped plan by name: cases/*/plans/<name>.yaml (the first folder wins on a clash)."""
+    out: dict[str, Path] = {}
+    for f in sorted(CASES_DIR.glob("*/plans/*.yaml")):
+        out.setdefault(f.stem, f)
+    return out
 API_VERSION = "kueue-harness/v1"
 KIND = "FaultPlan"
 
@@ -219,20 +230,25 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
                 tuple(rules), source, lines)
 
 
-def load_plan(path: str | Path, namespace: str | None = None) -> Plan:
-    """Read and validate a plan file; a bare name ("stuck-preemption") means cases/plans/<name>.yaml.
+def load_plan(path: str | Path, namespace: str | None = None, near: Path | None = None) -> Plan:
+    """Read and validate a plan file. A bare name ("stuck-preemption") means `near`/plans/<name>.yaml
+    (the calling case's folder) when that exists, else a shipped plan (cases/*/plans/<name>.yaml).
 
     Raises PlanError (with file:line) on invalid content, and when the file cannot be read.
     """
     p = Path(path)
-    if not p.exists() and not p.suffix and (PLANS_DIR / f"{p}.yaml").exists():
-        p = PLANS_DIR / f"{p}.yaml"
+    if not p.exists() and not p.suffix:
+        local = near / "plans" / f"{p}.yaml" if near is not None else None
+        if local is not None and local.exists():
+            p = local
+        elif str(p) in shipped_plans():
+            p = shipped_plans()[str(p)]
     try:
         if p.stat().st_size > MAX_PLAN_BYTES:
             raise PlanError(f"{p}: {p.stat().st_size} bytes is too large for a plan (at most {MAX_PLAN_BYTES})")
         text = p.read_text()
     except OSError as e:
-        shipped = ", ".join(sorted(f.stem for f in PLANS_DIR.glob("*.yaml")))
+        shipped = ", ".join(sorted(shipped_plans()))
         raise PlanError(f"{p}: cannot read the plan ({e.strerror}). Shipped plans: {shipped}") from None
     except UnicodeDecodeError as e:
         raise PlanError(f"{p}: not a text file (byte {e.start} is not UTF-8); a plan is YAML text") from None

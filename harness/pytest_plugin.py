@@ -29,6 +29,9 @@ from harness.names import Names
 from harness.waiting import WaitTimeout, wait_for
 from harness.objects import Cluster
 
+#: Process faults of plans and watch-delay ticks around every case body (harness/nemesis.py).
+pytest_plugins = ("harness.nemesis",)
+
 
 class InvariantViolation(AssertionError):
     """The invariant a case checks does not hold: the bug reproduced. Message = the evidence."""
@@ -109,10 +112,14 @@ def _bug(item: pytest.Item) -> "versions.KnownBug | None":
     m = item.get_closest_marker("kueue_bug")
     if m is None:
         return None
-    if not m.args or m.args[0] not in versions.KNOWN_BUGS:
-        raise pytest.UsageError(f"{item.nodeid}: kueue_bug({m.args[0] if m.args else ''!r}) names no bug of "
-                                f"harness/versions.py KNOWN_BUGS ({', '.join(versions.KNOWN_BUGS)})")
-    return versions.KNOWN_BUGS[m.args[0]]
+    from harness import bugs
+
+    key = m.args[0] if m.args else ""
+    found = versions.KNOWN_BUGS.get(key) or bugs.load([Path(str(item.path)).parent]).get(key)
+    if found is None:
+        raise pytest.UsageError(f"{item.nodeid}: kueue_bug({key!r}) names no bug of a bug.yaml next to the case "
+                                f"or under cases/ (known: {', '.join(versions.KNOWN_BUGS)})")
+    return found
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -222,12 +229,15 @@ class CaseContext:
     #: Kueue restarts the case causes itself (process faults); any other restart makes the verdict "error".
     expected_kueue_restarts: int = 0
     selection: Selection = field(default_factory=lambda: Selection(selection_with_defaults({})))
+    #: The folder of the case's test file (its plans/ and bug.yaml live there).
+    case_folder: Path | None = None
     _log_lines: list[dict[str, Any]] = field(default_factory=list)
     _tail: Any = None
 
-    def restart_kueue(self, kill: bool = False) -> None:
-        """Process fault: restart Kueue (SIGKILL with `kill`), recorded in the history."""
-        self.record("kueue_restart", kill=kill)
+    def restart_kueue(self, kill: bool = False, **fields: Any) -> None:
+        """Process fault: restart Kueue (SIGKILL with `kill`), recorded in the history as `kueue_restart`
+        with `fields` (a plan's process fault adds its `rule`: harness/nemesis.py)."""
+        self.record("kueue_restart", kill=kill, **fields)
         self.expected_kueue_restarts += 1
         self.env.restart_kueue(kill=kill)
 
@@ -296,7 +306,7 @@ class CaseContext:
         {rule id: RuleHandle}. The plan is recorded in the history."""
         from harness.plans import load_plan
 
-        plan = load_plan(name, namespace=self.ns)
+        plan = load_plan(name, namespace=self.ns, near=self.case_folder)
         handles = self.proxy.load_plan(plan)
         self.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
         return handles
@@ -353,7 +363,7 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     slug = cdir.name
     uniq = f"{slug[:28].rstrip('-')}-{int(time.time() * 1000) % 100000}"
     ctx = CaseContext(slug, uniq, uniq, cdir, kueue_env, cluster, History(cdir / "history.jsonl"),
-                      selection=_selection(request.node))
+                      selection=_selection(request.node), case_folder=Path(str(request.node.path)).parent)
     request.node._kh_case = ctx  # type: ignore[attr-defined]
     _expect_on(request.node, kueue_env)
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
@@ -424,9 +434,8 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
                "target": request.config.getoption("--target", "local"), "checkers": ctx.selection.checkers}
     if problems:
         outcome.update(verdict="error", detail="; ".join(problems))
-    m = request.node.get_closest_marker("kueue_bug")
-    if m is not None and m.args and m.args[0] in versions.KNOWN_BUGS:
-        bug = versions.KNOWN_BUGS[m.args[0]]
+    bug = _bug(request.node)
+    if bug is not None:
         outcome["bug"] = {"issue": bug.issue, "summary": bug.summary, "affected": list(bug.affected),
                           "fixed_in": list(bug.fixed_in), "fix_commits": dict(bug.fix_commits)}
         exp = request.node.stash.get(_EXPECT_KEY, None)

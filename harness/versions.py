@@ -190,22 +190,11 @@ class KnownBug:
                                       "its plain verdict")
 
 
-#: Source: kubernetes-sigs/kueue#11480; scenario 1 fixed in v0.16.9, v0.17.4, v0.18.0 by the cherry-picks
-#: of kubernetes-sigs/kueue#11502 (`SatisfyPreemptionExpectation` only after the admission PATCH succeeds).
-KNOWN_BUGS: dict[str, KnownBug] = {
-    "kubernetes-sigs/kueue#11480": KnownBug(
-        issue="kubernetes-sigs/kueue#11480",
-        affected=(">=0.16.0,<0.16.9", ">=0.17.0,<0.17.4"),
-        summary="late admission PATCH overwrites the eviction: stuck preemption",
-        fixed_in=("v0.16.9", "v0.17.4", "v0.18.0"),
-        fix_commits={"main": "90a852a2", "release-0.17": "2f5004ff", "release-0.16": "32754e7e"},
-    ),
-    # Scenario 2 of the same report. The scenario-1 fix only satisfies the preemption expectation; the
-    # admission write is still a loose, forced server-side apply at main (2026-08-22), so no fix is known.
-    # Lower bound from the report's affected range; versions before 0.16 are not run here.
-    "kubernetes-sigs/kueue#11480-oversubscription": KnownBug(
-        issue="kubernetes-sigs/kueue#11480 (scenario 2)",
-        affected=(">=0.16.0",),
-        summary="late admission PATCH re-admits an evicted Workload without a quota check",
-    ),
-}
+def _known_bugs() -> dict[str, "KnownBug"]:
+    from harness import bugs
+
+    return bugs.load()
+
+
+#: Every bug declared in cases/*/bug.yaml (harness/bugs.py), by the key cases name in `kueue_bug(...)`.
+KNOWN_BUGS: dict[str, KnownBug] = _known_bugs()

@@ -704,7 +704,7 @@ def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
 
 
 def test_the_docs_yaml_examples_load() -> None:
-    doc = (PLANS_DIR.parent.parent / "docs" / "fault-plans.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fault-plans.md").read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", doc, re.S)
     full = [b for b in blocks if b.startswith("apiVersion:")]
     assert full, "docs/fault-plans.md lost its first example"

@@ -1,7 +1,7 @@
 """kubernetes-sigs/kueue#11480 scenario 1: a late admission PATCH overwrites the eviction of its own
 Workload, and the preemptor waits forever ("Preemption already issued, waiting for observation").
 
-The ordering is the plan cases/plans/stuck-preemption.yaml; the verdict is the checkers': liveness (job2
+The ordering is the plan plans/stuck-preemption.yaml; the verdict is the checkers': liveness (job2
 gets quota within the bound once every fault is lifted, decided early when conclusively stuck), with the
 assumptions that the plan's holds ended by their triggers and the late admission removed Evicted.
 """

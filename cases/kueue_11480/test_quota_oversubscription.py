@@ -2,7 +2,7 @@
 released and job2 admitted; then it lands as a loose, forced server-side apply and re-admits job1 with no
 quota check. Two 1-cpu Workloads then hold quota in a 1-cpu ClusterQueue.
 
-The ordering is the plan cases/plans/quota-oversubscription.yaml; the verdict is the quota checker's (no
+The ordering is the plan plans/quota-oversubscription.yaml; the verdict is the quota checker's (no
 ClusterQueue over its quota, watched continuously by the invariant monitor and on the objects judged),
 with the assumptions that the hold ended by its triggers and the late admission landed.
 """
