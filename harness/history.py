@@ -20,7 +20,9 @@ class History:
     """A case's history. `record()` appends and flushes the harness's own events at once, so an
     interrupted run keeps what it did; `finalize()` merges the other sources in time order."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, milestones: Iterable[str] = kueue_log.MILESTONES) -> None:
+        #: Kueue log messages kept in the history (the defaults plus what the case's scenario declares).
+        self.milestones = frozenset(milestones)
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._own = path.with_name("harness-events.jsonl")
@@ -53,7 +55,7 @@ class History:
                 merged.append(e)
         for line in log_lines:
             ts = kueue_log.parse_ts(line.get("ts")) or 0.0
-            if ts >= self.started and line.get("msg") in kueue_log.MILESTONES and \
+            if ts >= self.started and line.get("msg") in self.milestones and \
                     any(kueue_log.mentions(line, k) for k in workload_keys):
                 merged.append({"ts": ts, "source": "kueue", "event": "log", "msg": line.get("msg"),
                                "fields": {k: v for k, v in line.items() if k not in ("ts", "msg", "caller")}})

@@ -189,7 +189,7 @@ def kueue_env(request: pytest.FixtureRequest, kueue_version: str, kueue_spec, ar
 
         env = LocalEnvironment.start(kueue_spec, artifacts=artifacts_dir / "env")
     else:
-        from harness.env.incluster import start_target
+        from harness.env import start_target
 
         env = start_target(target, request.config.getoption, kueue_version, artifacts_dir / "env")
     request.config._kh_env = env  # type: ignore[attr-defined]
@@ -259,7 +259,7 @@ class CaseContext:
         reads only what is new since the last call."""
         if self._tail is None:
             self._tail = kueue_log.Tail(self.env.kueue_log)
-        self._log_lines.extend(line for line in self._tail.new_lines() if line.get("msg") in kueue_log.MILESTONES)
+        self._log_lines.extend(line for line in self._tail.new_lines() if line.get("msg") in self.history.milestones)
         events = self.proxy.events() if self.proxy is not None else []
         return self.history.merged(events, self._log_lines, self.workload_keys)
 
@@ -362,7 +362,10 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     cdir = case_dir(artifacts_dir, request.node.nodeid)
     slug = cdir.name
     uniq = f"{slug[:28].rstrip('-')}-{int(time.time() * 1000) % 100000}"
-    ctx = CaseContext(slug, uniq, uniq, cdir, kueue_env, cluster, History(cdir / "history.jsonl"),
+    # A scenario adds the Kueue log lines its story needs: @pytest.mark.kueue_log("message", ...).
+    extra = [msg for m in request.node.iter_markers("kueue_log") for msg in m.args]
+    ctx = CaseContext(slug, uniq, uniq, cdir, kueue_env, cluster,
+                      History(cdir / "history.jsonl", (*kueue_log.MILESTONES, *extra)),
                       selection=_selection(request.node), case_folder=Path(str(request.node.path)).parent)
     request.node._kh_case = ctx  # type: ignore[attr-defined]
     _expect_on(request.node, kueue_env)

@@ -624,7 +624,7 @@ class InClusterEnvironment:
         Raises HarnessError (bad kubeconfig, Kueue absent or another version), EnvironmentNotReady (rollout
         failed: the message has the Pods' states and log tail). On failure everything done is undone.
         """
-        from harness.env.local import runs_root
+        from harness.env.runs import runs_root
 
         t0 = time.monotonic()
         reap_stale(runs_root(), say)
@@ -870,28 +870,6 @@ def default_kubeconfig() -> Path:
     if env:
         return Path(env.split(os.pathsep)[0])
     return Path.home() / ".kube" / "config"
-
-
-def start_target(target: str, option: Callable[[str], Any], kueue_version: str,
-                 artifacts: Path) -> InClusterEnvironment:
-    """Start the `kind` or `kubeconfig` target from the pytest options (`option` = config.getoption)."""
-    if target == "kind":
-        from harness.env import kind
-
-        return kind.start(
-            kueue_version, artifacts, cluster=option("--kind-cluster"), node_image=option("--kind-image"),
-            manifests=option("--kueue-manifests"), keep_cluster=bool(option("--keep-env")),
-            proxy_listen_host=option("--proxy-listen-host"), proxy_server_host=option("--proxy-server-host"),
-        )
-    if target == "kubeconfig":
-        path = Path(option("kh_kubeconfig") or default_kubeconfig())
-        if not path.is_file():
-            raise HarnessError(f"kubeconfig {path} does not exist: pass --kubeconfig")
-        return InClusterEnvironment.start(
-            kueue_version, artifacts, path, target="kubeconfig", context=option("--kube-context"),
-            proxy_listen_host=option("--proxy-listen-host"), proxy_server_host=option("--proxy-server-host"),
-        )
-    raise HarnessError(f"unknown target {target!r}: local, kind or kubeconfig")
 
 
 def undo_main(argv: list[str] | None = None) -> int:

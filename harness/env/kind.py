@@ -252,7 +252,7 @@ def start(
     Raises HarnessError / EnvironmentNotReady saying what failed; on failure a cluster created here is
     deleted again (unless `keep_cluster`).
     """
-    from harness.env.local import runs_root
+    from harness.env.runs import runs_root
 
     if not _VERSION.match(kueue_version):
         raise HarnessError(f"--kueue-version {kueue_version!r} is not a Kueue release tag (vX.Y.Z)")

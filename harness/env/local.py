@@ -27,6 +27,7 @@ import yaml
 
 from harness import kueue_log, pki, versions
 from harness.env import binaries
+from harness.env.runs import check_free_space, runs_root  # noqa: F401 - re-exported for callers
 from harness.errors import EnvironmentNotReady, HarnessError, PortInUse
 from harness.objects import webhooks_answer
 from harness.procs import ProcessGroup, reap_stale
@@ -89,30 +90,6 @@ def check_port_free(port: int, what: str) -> None:
                 f"port {port} ({what}) is in use on 127.0.0.1. Stop the process that holds it "
                 f"(`ss -ltnp 'sport = :{port}'`) or choose another port."
             ) from None
-
-
-#: Kueue's log alone grows by about 0.5 MB per second of "Preemption already issued" flood at V(3).
-MIN_FREE_BYTES = 64 * 1024 * 1024
-
-
-def check_free_space(folder: Path, need: int = MIN_FREE_BYTES) -> None:
-    """Raise HarnessError if `folder`'s file system has less than `need` bytes free: a full disk mid-run
-    truncates Kueue's log and the proxy's events, the evidence the verdict rests on."""
-    free = shutil.disk_usage(folder).free
-    if free < need:
-        raise HarnessError(
-            f"the artifacts folder {folder} has {free // 1024} KiB free; a run needs at least "
-            f"{need // (1024 * 1024)} MiB for Kueue's log, the proxy's events and the bundles. Free space there "
-            "or point --artifacts-dir (KUEUE_HARNESS_ARTIFACTS) at another file system."
-        )
-
-
-def runs_root() -> Path:
-    """Where runs keep their state (keys, tokens, process records): <cache>/runs, mode 0700."""
-    root = binaries.cache_root() / "runs"
-    root.mkdir(parents=True, exist_ok=True)
-    os.chmod(root, 0o700)
-    return root
 
 
 def _kubeconfig(server: str, ca_file: Path, token: str, user: str) -> dict[str, Any]:

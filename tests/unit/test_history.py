@@ -161,3 +161,15 @@ def test_record_after_finalize_does_not_raise(tmp_path: Path) -> None:
     h.record("late")  # e.g. a monitor thread still running
     assert [e["event"] for e in _jsonl(tmp_path / "harness-events.jsonl")] == ["a"]
     assert [e["event"] for e in _jsonl(tmp_path / "history.jsonl")] == ["a"]
+
+
+def test_a_scenario_declares_extra_log_milestones(tmp_path: Path, clock: FakeClock) -> None:
+    """@pytest.mark.kueue_log("...") widens what the history keeps; other lines stay out."""
+    key = "ns/job-a-12345"
+    line = {"ts": _rfc3339(T0 + 1), "msg": "Workload is stuck in a new way", "workload": {"name": "job-a-12345",
+                                                                                         "namespace": "ns"}}
+    plain = History(tmp_path / "a" / "history.jsonl")
+    assert plain.merged([], [line], {key}) == [e for e in plain.events]
+    wide = History(tmp_path / "b" / "history.jsonl", (*kueue_log.MILESTONES, "Workload is stuck in a new way"))
+    merged = wide.merged([], [line], {key})
+    assert [e["msg"] for e in merged if e["source"] == "kueue"] == ["Workload is stuck in a new way"]
