@@ -1,12 +1,15 @@
-"""Fluent builders for the objects a case creates (ResourceFlavor, ClusterQueue, LocalQueue,
-WorkloadPriorityClass, batch/v1 Job), and a small client that creates and reads them directly from
+"""Fluent builders for Kueue's and Kubernetes' objects — ResourceFlavor, ClusterQueue (quotas with
+borrowing/lending limits, cohorts, fair-sharing weight, preemption policies), Cohort (hierarchical),
+LocalQueue, WorkloadPriorityClass, Workload, batch/v1 Job, finalizers — one module for cases, plans and
+unit tests; and a small client that creates and reads them directly from
 kube-apiserver (never through the fault proxy). API shapes: Kueue v0.17 apis/kueue/v1beta2.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+import dataclasses
+from typing import Any, Self
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # pkg/controller/constants/constants.go
@@ -21,6 +24,17 @@ class _Builder:
         """A deep copy of the object as a dict, ready to send."""
         return copy.deepcopy(self._obj)
 
+    build = obj
+
+    def finalizer(self, name: str) -> Self:
+        """Add metadata.finalizers entry `name` (a deletion then waits for whoever removes it)."""
+        self._obj["metadata"].setdefault("finalizers", []).append(name)
+        return self
+
+    def label(self, key: str, value: str) -> Self:
+        self._obj["metadata"].setdefault("labels", {})[key] = value
+        return self
+
     @property
     def name(self) -> str:
         return self._obj["metadata"]["name"]
@@ -34,7 +48,52 @@ def resource_flavor(name: str) -> ResourceFlavorBuilder:
     return ResourceFlavorBuilder({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}})
 
 
-class ClusterQueueBuilder(_Builder):
+@dataclasses.dataclass(frozen=True)
+class Quota:
+    """A nominal quota with optional borrowingLimit / lendingLimit (Kubernetes quantity strings), for the
+    keyword arguments of `.flavor(...)`."""
+
+    nominal: str
+    borrowing_limit: str | None = None
+    lending_limit: str | None = None
+
+
+def quota(nominal: str, *, borrow: str | None = None, lend: str | None = None) -> Quota:
+    """`quota("2", borrow="1")`: nominal 2, borrowingLimit 1."""
+    return Quota(nominal, borrow, lend)
+
+
+class _QuotaHolder(_Builder):
+    """The `.flavor()` step shared by ClusterQueue and Cohort (spec.resourceGroups)."""
+
+    def flavor(self, name: str, **resources: str | Quota) -> Self:
+        """Add flavor `name` with quotas per resource (`cpu="1"`, `memory=quota("1Gi", lend="0")`);
+        flavors that cover the same resources share a resource group, as Kueue requires."""
+        covered = list(resources)
+        groups = self._obj["spec"].setdefault("resourceGroups", [])
+        group = next((g for g in groups if g["coveredResources"] == covered), None)
+        if group is None:
+            group = {"coveredResources": covered, "flavors": []}
+            groups.append(group)
+        entries = []
+        for resource, value in resources.items():
+            q = value if isinstance(value, Quota) else Quota(value)
+            entry: dict[str, Any] = {"name": resource, "nominalQuota": q.nominal}
+            if q.borrowing_limit is not None:
+                entry["borrowingLimit"] = q.borrowing_limit
+            if q.lending_limit is not None:
+                entry["lendingLimit"] = q.lending_limit
+            entries.append(entry)
+        group["flavors"].append({"name": name, "resources": entries})
+        return self
+
+    def fair_sharing(self, weight: str) -> Self:
+        """spec.fairSharing.weight (a quantity string, e.g. "2")."""
+        self._obj["spec"]["fairSharing"] = {"weight": weight}
+        return self
+
+
+class ClusterQueueBuilder(_QuotaHolder):
     def flavor_quota(self, flavor: str, borrowing_limit: dict[str, str] | None = None,
                      lending_limit: dict[str, str] | None = None, **nominal: str) -> "ClusterQueueBuilder":
         """Add `flavor` with nominal quotas (`cpu="1"`, `memory="1Gi"`) to the first resource group."""
@@ -64,8 +123,21 @@ class ClusterQueueBuilder(_Builder):
             p["reclaimWithinCohort"] = reclaim_within_cohort
         return self
 
-    def cohort(self, name: str) -> "ClusterQueueBuilder":
-        self._obj["spec"]["cohortName"] = name
+    def preemption_policy(self, **policy: Any) -> "ClusterQueueBuilder":
+        """Any spec.preemption field by its API name, e.g. borrowWithinCohort={"policy": "LowerPriority"}."""
+        self._obj["spec"].setdefault("preemption", {}).update(policy)
+        return self
+
+    def cohort(self, name: str, *, field: str = "cohortName") -> "ClusterQueueBuilder":
+        """Join cohort `name` (spec.cohortName; `field="cohort"` for the older spelling)."""
+        self._obj["spec"][field] = name
+        return self
+
+    def reservation(self, flavor: str, **totals: str) -> "ClusterQueueBuilder":
+        """Add status.flavorsReservation for `flavor` with `total` per resource (as Kueue reports it)."""
+        reservations = self._obj.setdefault("status", {}).setdefault("flavorsReservation", [])
+        resources = [{"name": r, "total": t, "borrowed": "0"} for r, t in totals.items()]
+        reservations.append({"name": flavor, "resources": resources})
         return self
 
 
@@ -74,6 +146,79 @@ def cluster_queue(name: str) -> ClusterQueueBuilder:
         "apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name},
         "spec": {"namespaceSelector": {}},
     })
+
+
+class CohortBuilder(_QuotaHolder):
+    def parent(self, name: str) -> "CohortBuilder":
+        """spec.parentName: a hierarchical cohort."""
+        self._obj["spec"]["parentName"] = name
+        return self
+
+
+def cohort(name: str) -> CohortBuilder:
+    return CohortBuilder({"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": name}, "spec": {}})
+
+
+class WorkloadBuilder(_Builder):
+    """A plain Workload (no Job): pod sets, and for synthetic objects the status Kueue would write."""
+
+    def queue(self, local_queue: str) -> "WorkloadBuilder":
+        self._obj["spec"]["queueName"] = local_queue
+        return self
+
+    def priority_class(self, name: str) -> "WorkloadBuilder":
+        """A WorkloadPriorityClass (spec.priorityClassSource kueue.x-k8s.io/workloadpriorityclass)."""
+        self._obj["spec"].update(priorityClassName=name, priorityClassSource="kueue.x-k8s.io/workloadpriorityclass")
+        return self
+
+    def pod_set(self, name: str, count: int, **requests: str) -> "WorkloadBuilder":
+        """A pod set of `count` pods, each requesting `requests` (`cpu="1"`)."""
+        container: dict[str, Any] = {"name": "c", "image": "registry.k8s.io/pause:3.10"}
+        if requests:
+            container["resources"] = {"requests": dict(requests)}
+        self._obj["spec"]["podSets"].append({"name": name, "count": count,
+                                             "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}})
+        return self
+
+    def reserved_in(self, cq: str) -> "WorkloadBuilder":
+        """status.admission for `cq` and QuotaReserved=True, as Kueue's admission write sets them."""
+        self._obj.setdefault("status", {})["admission"] = {"clusterQueue": cq, "podSetAssignments": []}
+        return self.condition("QuotaReserved", "True", "QuotaReserved")
+
+    def assignment(self, flavor: str, *, pod_set: str = "main", count: int | None = 1, **usage: str) -> "WorkloadBuilder":
+        """A podSetAssignment giving every resource in `usage` (pod-set totals) the flavor `flavor`."""
+        psa: dict[str, Any] = {"name": pod_set, "flavors": {resource: flavor for resource in usage},
+                               "resourceUsage": dict(usage)}
+        if count is not None:
+            psa["count"] = count
+        self._obj["status"]["admission"]["podSetAssignments"].append(psa)
+        if not any(ps["name"] == pod_set for ps in self._obj["spec"]["podSets"]):
+            self.pod_set(pod_set, count or 1)
+        return self
+
+    def condition(self, type_: str, status: str, reason: str = "Test") -> "WorkloadBuilder":
+        st = self._obj.setdefault("status", {})
+        conditions = [c for c in st.setdefault("conditions", []) if c["type"] != type_]
+        conditions.append({"type": type_, "status": status, "reason": reason, "message": ""})
+        st["conditions"] = conditions
+        return self
+
+    def finished(self) -> "WorkloadBuilder":
+        return self.condition("Finished", "True", "Succeeded")
+
+    def inactive(self) -> "WorkloadBuilder":
+        """spec.active=false: a deactivated Workload."""
+        self._obj["spec"]["active"] = False
+        return self
+
+    def reclaimable(self, pod_set: str, count: int) -> "WorkloadBuilder":
+        self._obj.setdefault("status", {}).setdefault("reclaimablePods", []).append({"name": pod_set, "count": count})
+        return self
+
+
+def workload(name: str, namespace: str = "ns") -> WorkloadBuilder:
+    return WorkloadBuilder({"apiVersion": KUEUE_API, "kind": "Workload", "metadata": {"name": name, "namespace": namespace},
+                            "spec": {"queueName": "lq", "podSets": []}, "status": {"conditions": []}})
 
 
 class LocalQueueBuilder(_Builder):

@@ -1,16 +1,20 @@
 """Unit tests for harness.checks: quota arithmetic over synthetic Workload, ClusterQueue and Cohort objects.
 
-The builders below produce the camelCase dicts the Kubernetes API returns for kueue.x-k8s.io/v1beta2 objects.
+The builders are harness/objects.py's (the same the cases use); they produce the camelCase dicts the
+Kubernetes API returns for kueue.x-k8s.io/v1beta2 objects.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any
 
 import pytest
 
+from harness.objects import (
+    ClusterQueueBuilder, CohortBuilder, Quota, WorkloadBuilder, cluster_queue, cohort, quota, workload,
+)
 from harness.checks import (
     QuotaFinding,
     StatusMismatch,
@@ -27,154 +31,12 @@ GI = 2**30
 # Builders
 
 
-@dataclasses.dataclass(frozen=True)
-class Quota:
-    """A quota value with optional borrowingLimit / lendingLimit, for `flavor(...)` keyword arguments."""
-
-    nominal: str
-    borrowing_limit: str | None = None
-    lending_limit: str | None = None
-
-
-def quota(nominal: str, *, borrow: str | None = None, lend: str | None = None) -> Quota:
-    return Quota(nominal, borrow, lend)
-
-
-class _QuotaHolder:
-    """Shared `.flavor()` step for ClusterQueue and Cohort builders (spec.resourceGroups)."""
-
-    obj: dict[str, Any]
-
-    def flavor(self, name: str, **resources: str | Quota) -> Self:
-        """Add flavor `name` with quotas per resource; flavors with the same resources share a group."""
-        covered = list(resources)
-        groups = self.obj["spec"].setdefault("resourceGroups", [])
-        group = next((g for g in groups if g["coveredResources"] == covered), None)
-        if group is None:
-            group = {"coveredResources": covered, "flavors": []}
-            groups.append(group)
-        entries = []
-        for resource, value in resources.items():
-            q = value if isinstance(value, Quota) else Quota(value)
-            entry: dict[str, Any] = {"name": resource, "nominalQuota": q.nominal}
-            if q.borrowing_limit is not None:
-                entry["borrowingLimit"] = q.borrowing_limit
-            if q.lending_limit is not None:
-                entry["lendingLimit"] = q.lending_limit
-            entries.append(entry)
-        group["flavors"].append({"name": name, "resources": entries})
-        return self
-
-
-class ClusterQueueBuilder(_QuotaHolder):
-    def __init__(self, name: str) -> None:
-        self.obj = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": name},
-            "spec": {"namespaceSelector": {}},
-        }
-
-    def cohort(self, name: str, *, field: str = "cohortName") -> ClusterQueueBuilder:
-        self.obj["spec"][field] = name
-        return self
-
-    def reservation(self, flavor: str, **totals: str) -> ClusterQueueBuilder:
-        """Add status.flavorsReservation for `flavor` with `total` per resource."""
-        reservations = self.obj.setdefault("status", {}).setdefault("flavorsReservation", [])
-        resources = [{"name": r, "total": t, "borrowed": "0"} for r, t in totals.items()]
-        reservations.append({"name": flavor, "resources": resources})
-        return self
-
-    def build(self) -> dict[str, Any]:
-        return self.obj
-
-
-class CohortBuilder(_QuotaHolder):
-    def __init__(self, name: str) -> None:
-        self.obj = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Cohort",
-            "metadata": {"name": name},
-            "spec": {},
-        }
-
-    def parent(self, name: str) -> CohortBuilder:
-        self.obj["spec"]["parentName"] = name
-        return self
-
-    def build(self) -> dict[str, Any]:
-        return self.obj
-
-
-class WorkloadBuilder:
-    def __init__(self, name: str, namespace: str) -> None:
-        self.obj: dict[str, Any] = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"queueName": "lq", "podSets": []},
-            "status": {"conditions": []},
-        }
-
-    def pod_set(self, name: str, count: int) -> WorkloadBuilder:
-        self.obj["spec"]["podSets"].append(
-            {"name": name, "count": count, "template": {"spec": {"containers": []}}}
-        )
-        return self
-
-    def reserved_in(self, cq: str) -> WorkloadBuilder:
-        """status.admission for `cq` and QuotaReserved=True, as Kueue's admission write sets them."""
-        self.obj["status"]["admission"] = {"clusterQueue": cq, "podSetAssignments": []}
-        return self.condition("QuotaReserved", "True", "QuotaReserved")
-
-    def assignment(
-        self, flavor: str, *, pod_set: str = "main", count: int | None = 1, **usage: str
-    ) -> WorkloadBuilder:
-        """A podSetAssignment giving every resource in `usage` (pod-set totals) the flavor `flavor`."""
-        psa: dict[str, Any] = {
-            "name": pod_set,
-            "flavors": {resource: flavor for resource in usage},
-            "resourceUsage": dict(usage),
-        }
-        if count is not None:
-            psa["count"] = count
-        self.obj["status"]["admission"]["podSetAssignments"].append(psa)
-        if not any(ps["name"] == pod_set for ps in self.obj["spec"]["podSets"]):
-            self.pod_set(pod_set, count or 1)
-        return self
-
-    def condition(self, type_: str, status: str, reason: str = "Test") -> WorkloadBuilder:
-        conditions = [c for c in self.obj["status"]["conditions"] if c["type"] != type_]
-        conditions.append({"type": type_, "status": status, "reason": reason, "message": ""})
-        self.obj["status"]["conditions"] = conditions
-        return self
-
-    def finished(self) -> WorkloadBuilder:
-        return self.condition("Finished", "True", "Succeeded")
-
-    def inactive(self) -> WorkloadBuilder:
-        self.obj["spec"]["active"] = False
-        return self
-
-    def reclaimable(self, pod_set: str, count: int) -> WorkloadBuilder:
-        self.obj["status"].setdefault("reclaimablePods", []).append({"name": pod_set, "count": count})
-        return self
-
-    def build(self) -> dict[str, Any]:
-        return self.obj
-
-
 def cq(name: str) -> ClusterQueueBuilder:
-    return ClusterQueueBuilder(name)
-
-
-def cohort(name: str) -> CohortBuilder:
-    return CohortBuilder(name)
+    return cluster_queue(name)
 
 
 def wl(name: str, namespace: str = "ns") -> WorkloadBuilder:
-    return WorkloadBuilder(name, namespace)
+    return workload(name, namespace)
 
 
 def admitted(name: str, cluster_queue: str, flavor: str = "default", **usage: str) -> dict[str, Any]:

@@ -173,3 +173,21 @@ def test_conditions_summary() -> None:
     assert conditions_summary(None) == "(absent)"
     assert conditions_summary({"metadata": {"name": "w"}}) == "(no conditions)"
     assert conditions_summary({"metadata": {"name": "w"}, "status": {"conditions": []}}) == "(no conditions)"
+
+
+def test_builders_for_cohorts_fair_sharing_policies_workloads_and_finalizers() -> None:
+    from harness.objects import cluster_queue, cohort, quota, workload
+
+    c = (cluster_queue("cq").flavor("rf", cpu=quota("2", borrow="1", lend="0")).cohort("team").fair_sharing("2")
+         .preemption_policy(borrowWithinCohort={"policy": "LowerPriority"}).finalizer("example.com/hold").obj())
+    assert c["spec"]["resourceGroups"] == [{"coveredResources": ["cpu"], "flavors": [
+        {"name": "rf", "resources": [{"name": "cpu", "nominalQuota": "2", "borrowingLimit": "1", "lendingLimit": "0"}]}]}]
+    assert c["spec"]["cohortName"] == "team" and c["spec"]["fairSharing"] == {"weight": "2"}
+    assert c["spec"]["preemption"] == {"borrowWithinCohort": {"policy": "LowerPriority"}}
+    assert c["metadata"]["finalizers"] == ["example.com/hold"]
+    team = cohort("team").parent("root").flavor("rf", cpu="1").obj()
+    assert team["kind"] == "Cohort" and team["spec"]["parentName"] == "root"
+    w = workload("w", "ns").queue("lq").priority_class("high").pod_set("main", 2, cpu="1").inactive().obj()
+    assert w["spec"]["queueName"] == "lq" and w["spec"]["active"] is False
+    assert w["spec"]["priorityClassSource"] == "kueue.x-k8s.io/workloadpriorityclass"
+    assert w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
