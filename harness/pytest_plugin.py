@@ -404,9 +404,10 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
 
 
 def _delete_case_objects(ctx: CaseContext) -> None:
-    """Delete the case's namespace (its Jobs and Workloads) and its cluster-scoped Kueue objects, after
-    the evidence is written: a wedged ClusterQueue left behind keeps Kueue's scheduler logging
-    "Preemption already issued" every few milliseconds for the rest of the session. Best effort."""
+    """Delete the case's namespace (its Jobs and Workloads) and its cluster-scoped Kueue objects, once the
+    objects the verdict was judged on are in objects.yaml and before the history closes (so the deletion
+    is recorded): a wedged ClusterQueue left behind keeps Kueue's scheduler logging "Preemption already
+    issued" every few milliseconds for the rest of the session. Best effort."""
     from kubernetes.client.exceptions import ApiException
 
     c = ctx.cluster
