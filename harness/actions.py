@@ -25,6 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover - types only
 STAGES = ("request", "response")
 #: Watch event types a watch action's `match.event_type` may name (BOOKMARK events are never acted on).
 WATCH_EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+#: The throwaway Workload harness/nemesis.py touches so that a delayed watch line can go out on time;
+#: watch rules never act on its events (a rule delaying it would keep the ticks going).
+TICK_WORKLOAD = "kueue-harness-tick"
 
 
 class RuleError(ValueError):

@@ -349,7 +349,7 @@ class Rule:
                 continue
             if isinstance(d[k], bool) or not isinstance(d[k], types) or not math.isfinite(d[k]):
                 raise RuleError(f"rule {rid}: {k} must be a finite number, got {d[k]!r}", key=k)
-        params = {}
+        params = dict(kind.params)  # the action's defaults, then what the rule gives
         for k, (owner, _default) in actions.all_params().items():
             if k in d:
                 if owner != kind.name:
@@ -418,7 +418,7 @@ def validate_rule_set(rules: list[Rule], loaded: set[str] = frozenset()) -> None
     by_id = {r.id: r for r in rules}
     for r in rules:
         for i, t in enumerate(r.release.after if r.release else ()):
-            target = by_id.get(t.rule or "")
+            target = by_id.get(t.ref)
             if target is None:
                 continue
             if t.rule and t.state not in target.kind.trigger_states:

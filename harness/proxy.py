@@ -1,5 +1,6 @@
-"""The harness side of the fault proxy: starts `mitmdump` with proxy_addons/kueue_faults.py in reverse
-mode in front of kube-apiserver, and drives it over its control channel (loopback + per-run token).
+"""The harness side of the fault proxy: starts `mitmdump` with proxy_addons/kueue_faults.py (the parts of
+harness/faultproxy) in reverse mode in front of kube-apiserver, and drives it over its control channel
+(loopback + per-run token). Process faults and watch ticks are done by harness/nemesis.py.
 
 Use: `rule = proxy.hold(Match(write="admission", name="job-job1-*"))`, `h = rule.wait_held(30)`,
 `proxy.release(h)`; `proxy.hold_response(...)`; `proxy.wait_delivered("ns/name", rv)`.
@@ -243,6 +244,12 @@ class Proxy:
 
     def remove_rule(self, rule_id: str) -> None:
         self._call("DELETE", f"/rules/{quote(rule_id, safe='')}")
+
+    def signal_done(self, rule_id: str, ok: bool = True, **detail: Any) -> dict[str, Any]:
+        """Tell the proxy that the harness finished process fault `rule_id` (harness/nemesis.py does):
+        it logs `signal_done` (with `detail`: kill, seconds, error) and the rule counts as `released` for
+        triggers. Returns that event. Raises ProxyError if the rule is unknown or has not fired."""
+        return self._call("POST", f"/signals/{quote(rule_id, safe='')}/done", {"ok": ok, **detail})
 
     def begin_case(self) -> None:
         """From now on, waits see only events that happen from here on: a case must never be satisfied by

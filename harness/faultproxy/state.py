@@ -226,8 +226,9 @@ class ProxyState:
         return True
 
     def signal_done(self, rule_id: str, ok: bool, detail: dict[str, Any]) -> dict[str, Any]:
-        """The harness finished a fired process fault: log `signal_done` and mark its record `released`.
-        Raises KeyError for an unknown rule, RuleError if it has not fired."""
+        """The harness finished a fired process fault: log `signal_done` (`since_signalled` in seconds, and
+        the harness's `detail`: kill, seconds, error) and mark its record `released`. Raises KeyError for
+        an unknown rule, RuleError if it has not fired."""
         sig = self.signals[rule_id]
         if sig.fired is None:
             raise RuleError(f"rule {rule_id} has not been signalled")
@@ -235,7 +236,7 @@ class ProxyState:
         for rec in self.rule_flows.get(rule_id, []):
             rec.released = True
         ev = self.log.write("signal_done", rule=rule_id, action=sig.rule.action, ok=ok,
-                            seconds=round(time.time() - sig.fired, 3), **detail)
+                            since_signalled=round(time.time() - sig.fired, 3), **detail)
         self.check_triggers()
         return ev
 

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from mitmproxy import http
 
 from harness import kueue_api
+from harness.actions import TICK_WORKLOAD
 from harness.faultproxy.state import ProxyState
 
 
@@ -84,7 +85,7 @@ class WatchStream:
         ev = kueue_api.parse_watch_line(line)
         rec = event_record(ev) if ev is not None and ev.name is not None else None
         rule = None
-        if rec is not None and already == 0:  # a line Kueue partly has can only go on
+        if rec is not None and already == 0 and ev.name != TICK_WORKLOAD:  # a line Kueue partly has goes on
             rule = self.state.rules.watch_rule(ev)
         if rule is not None:
             verdict, seconds = rule.kind.on_watch_event(rule, ev)
@@ -110,8 +111,9 @@ class WatchStream:
         while self.pending and (everything or self.pending[0].due <= now):
             p = self.pending.popleft()
             if p.rec is not None:
-                extra: dict[str, Any] = {"delayed": round(now - p.arrived, 3)}
+                extra: dict[str, Any] = {"delayed": round(now - p.arrived, 3)} if now > p.arrived else {}
                 if p.rule is not None:
+                    extra["delayed"] = round(now - p.arrived, 3)
                     extra["delay_rule"] = p.rule
                     extra["late"] = round(now - p.due, 3)  # > 0: after its due time; < 0: early (stream end)
                 self._deliver(p.rec, **extra)

@@ -1,0 +1,283 @@
+"""The harness side of the faults the proxy cannot do alone, started per case (and by `kueue-harness up`):
+
+- **process faults** (harness/actions.py signal kinds, e.g. `restart_kueue`): the proxy emits `signalled`
+  when the rule's release triggers hold; the Nemesis performs the action (restarts Kueue through the
+  environment, records `kueue_restart` in the case's history and counts it as a restart the case asked
+  for) and reports it done to the proxy (`signal_done`), which other rules' triggers can wait for
+  (`{rule: ID, state: released}`);
+- **watch ticks** for `delay_watch_events`: the proxy holds a delayed watch line until a chunk of the same
+  watch arrives after its due time (mitmproxy 11's stream callable is synchronous), so at each due time
+  (`watch_event_delayed`'s `due`) the Nemesis touches a throwaway Workload, `kueue-harness-tick`, in a
+  namespace of its own (the case's namespace + "-tick"): its MODIFIED event is the chunk that carries the
+  held lines out. The proxy's watch rules never act on that Workload.
+
+It follows the proxy's event file (proxy-events.jsonl, flushed per event) from where it was when started,
+every `poll` seconds, in one thread; a process fault runs in a thread of its own. Everything it waits for
+is bounded.
+
+pytest: `pytest_runtest_call` below starts a Nemesis around every case body (the `case` fixture's
+CaseContext) and stops it — after any restart in progress finished — before the case's verdict.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from harness import actions
+from harness.actions import TICK_WORKLOAD as TICK_NAME  # the throwaway Workload a tick patches
+#: Namespace of the tick Workload in a `kueue-harness up` session.
+SESSION_TICK_NAMESPACE = "kueue-harness-tick"
+#: Annotation the tick patches.
+TICK_ANNOTATION = "kueue-harness/tick"
+#: Seconds a process fault may take (a Kueue restart waits for its webhooks).
+SIGNAL_TIMEOUT = 180.0
+
+
+class Nemesis:
+    """Follows one proxy's events and performs process faults and watch ticks (module docstring).
+
+    `proxy`: a harness.proxy.Proxy (its `events_file` and control channel); `restart`: called as
+    restart(kill, rule) to restart Kueue and record it (None: process faults are refused and reported
+    failed); `api_client`: a kubernetes ApiClient direct to kube-apiserver for the tick (None: no ticks);
+    `tick_namespace`: where the tick Workload lives (created when first needed); `say`: progress lines.
+    """
+
+    def __init__(self, proxy: Any, *, restart: Callable[[bool, str], None] | None = None, api_client: Any = None,
+                 tick_namespace: str | None = None, say: Callable[[str], None] = lambda s: None,
+                 poll: float = 0.02) -> None:
+        self.proxy, self._restart, self.api_client = proxy, restart, api_client
+        self.tick_namespace, self.say, self.poll = tick_namespace, say, poll
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._workers: list[threading.Thread] = []
+        self._offset = 0
+        self._partial = b""
+        self._due: list[float] = []  # heap of epoch seconds
+        self._tick_ready = False
+        self._tick_namespace_created = False
+        self._ticks = 0
+        #: What was done: {"event": "kueue_restart"|"tick", …} (for tests and the session log).
+        self.done: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    # ---- for a case / a session ------------------------------------------------------------------
+    @classmethod
+    def for_case(cls, case: Any) -> "Nemesis":
+        """A Nemesis for a pytest CaseContext: restarts go through the case's environment, are recorded as
+        `kueue_restart` (with `rule`) in its history and counted in `expected_kueue_restarts`; the tick
+        lives in namespace `<case namespace>-tick`."""
+
+        def restart(kill: bool, rule: str) -> None:
+            case.restart_kueue(kill=kill, rule=rule)  # records kueue_restart, counts it as asked for
+
+        can_restart = hasattr(case.env, "restart_kueue")
+        return cls(case.proxy, restart=restart if can_restart else None, api_client=case.cluster.api,
+                   tick_namespace=f"{case.ns}-tick")
+
+    @classmethod
+    def for_session(cls, env: Any, say: Callable[[str], None]) -> "Nemesis":
+        """A Nemesis for a `kueue-harness up` session's environment (restarts are printed to the session log)."""
+
+        def restart(kill: bool, rule: str) -> None:
+            say(f"[kueue-harness] process fault {rule}: restarting Kueue ({'SIGKILL' if kill else 'SIGTERM'})")
+            env.restart_kueue(kill=kill)
+
+        return cls(env.proxy, restart=restart, api_client=env.api_client(), tick_namespace=SESSION_TICK_NAMESPACE,
+                   say=say)
+
+    # ---- life cycle ------------------------------------------------------------------------------
+    def start(self) -> "Nemesis":
+        """Follow the proxy's events from now on (in a daemon thread). Returns self."""
+        f = Path(self.proxy.events_file)
+        self._offset = f.stat().st_size if f.exists() else 0
+        self._thread = threading.Thread(target=self._run, name="kueue-harness-nemesis", daemon=True)
+        self._thread.start()
+        return self
+
+    def settle(self, timeout: float = SIGNAL_TIMEOUT) -> bool:
+        """Read what the proxy logged so far and wait until every process fault already signalled is
+        done, at most `timeout` seconds. Returns False if one is still running then."""
+        deadline = time.monotonic() + timeout
+        self._read()
+        for w in list(self._workers):
+            w.join(max(0.0, deadline - time.monotonic()))
+        return not any(w.is_alive() for w in self._workers)
+
+    def stop(self, timeout: float = SIGNAL_TIMEOUT) -> bool:
+        """Settle (at most `timeout` seconds), then stop following; delete the tick's namespace. Returns
+        False if a process fault was still running (it goes on in its thread; the caller decides)."""
+        ok = self.settle(timeout)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        if self._tick_namespace_created and self.api_client is not None:
+            try:
+                from kubernetes import client
+
+                client.CoreV1Api(self.api_client).delete_namespace(self.tick_namespace)
+            except Exception as e:  # noqa: BLE001 - best effort: the environment goes away with the run
+                self.say(f"[kueue-harness] could not delete namespace {self.tick_namespace}: {e}")
+        return ok
+
+    # ---- the runner protocol of harness.actions (perform) ---------------------------------------
+    def restart_kueue(self, kill: bool, rule: str) -> float:
+        """Restart Kueue (SIGKILL with `kill`) for process-fault rule `rule`; returns the seconds it took
+        until Kueue's webhooks answered again. Raises RuntimeError where the environment cannot restart."""
+        if self._restart is None:
+            raise RuntimeError("this environment cannot restart Kueue")
+        t0 = time.monotonic()
+        self._restart(kill, rule)
+        seconds = round(time.monotonic() - t0, 3)
+        with self._lock:
+            self.done.append({"event": "kueue_restart", "rule": rule, "kill": kill, "seconds": seconds})
+        return seconds
+
+    # ---- the loop --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._read()
+                self._tick_if_due()
+            except Exception as e:  # noqa: BLE001 - keep following; say what went wrong
+                self.say(f"[kueue-harness] nemesis: {type(e).__name__}: {e}")
+            wait = self.poll
+            if self._due:
+                wait = max(0.0, min(wait, self._due[0] - time.time()))
+            self._stop.wait(wait)
+
+    def _read(self) -> None:
+        with self._lock:
+            try:
+                with open(self.proxy.events_file, "rb") as fh:
+                    fh.seek(self._offset)
+                    data = fh.read()
+            except OSError:
+                return
+            self._offset += len(data)
+            data = self._partial + data
+            lines = data.split(b"\n")
+            self._partial = lines.pop()
+            events = []
+            for line in lines:
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue
+        for ev in events:
+            self._on_event(ev)
+
+    def _on_event(self, ev: dict[str, Any]) -> None:
+        kind = ev.get("event")
+        if kind == "watch_event_delayed" and isinstance(ev.get("due"), (int, float)):
+            with self._lock:
+                heapq.heappush(self._due, float(ev["due"]))
+        elif kind == "signalled":
+            w = threading.Thread(target=self._perform, args=(ev,), name=f"kueue-harness-signal-{ev.get('rule')}",
+                                 daemon=True)
+            with self._lock:
+                self._workers.append(w)
+            w.start()
+
+    def _perform(self, ev: dict[str, Any]) -> None:
+        rule = {k: v for k, v in ev.items() if k not in ("ts", "source", "event", "rule", "why")}
+        rule["id"] = ev.get("rule")
+        try:
+            detail = actions.get(ev.get("action")).perform(self, rule)
+            ok, extra = True, {k: v for k, v in detail.items() if k in ("kill", "seconds")}
+        except Exception as e:  # noqa: BLE001 - reported to the proxy (signal_done ok=false) and the log
+            ok, extra = False, {"error": f"{type(e).__name__}: {e}"}
+            self.say(f"[kueue-harness] process fault {rule['id']} failed: {extra['error']}")
+        try:
+            self.proxy.signal_done(str(rule["id"]), ok=ok, **extra)
+        except Exception as e:  # noqa: BLE001 - the rule may have been removed meanwhile
+            self.say(f"[kueue-harness] could not report process fault {rule['id']} done: {e}")
+
+    # ---- ticks -----------------------------------------------------------------------------------
+    def _tick_if_due(self) -> None:
+        now = time.time()
+        with self._lock:
+            if not self._due or self._due[0] > now:
+                return
+            while self._due and self._due[0] <= now + 0.005:  # one tick for every line due by now
+                heapq.heappop(self._due)
+        try:
+            self.tick()
+        except Exception as e:  # noqa: BLE001 - try again shortly; the held lines wait meanwhile
+            self.say(f"[kueue-harness] watch tick failed ({type(e).__name__}: {e}); retrying in 0.2s")
+            with self._lock:
+                heapq.heappush(self._due, time.time() + 0.2)
+
+    def tick(self) -> None:
+        """Touch the tick Workload (create it, and its namespace, the first time) so that every Workload
+        watch through the proxy gets a chunk now. Raises kubernetes ApiException, or RuntimeError without
+        an API client."""
+        if self.api_client is None or not self.tick_namespace:
+            raise RuntimeError("no API client for watch ticks")
+        from kubernetes import client
+
+        custom = client.CustomObjectsApi(self.api_client)
+        self._ticks += 1
+        stamp = f"{self._ticks}-{time.time():.3f}"
+        if not self._tick_ready:
+            self._create_tick(custom, stamp)
+            self._tick_ready = True
+        else:
+            custom.patch_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", self.tick_namespace, "workloads", TICK_NAME,
+                {"metadata": {"annotations": {TICK_ANNOTATION: stamp}}})
+        with self._lock:
+            self.done.append({"event": "tick", "ts": time.time()})
+
+    def _create_tick(self, custom: Any, stamp: str) -> None:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            client.CoreV1Api(self.api_client).create_namespace(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.tick_namespace}})
+            self._tick_namespace_created = True
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": TICK_NAME, "namespace": self.tick_namespace,
+                             "annotations": {TICK_ANNOTATION: stamp}},
+                # No queue: Kueue marks it inadmissible once ("LocalQueue doesn't exist") and leaves it.
+                "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "tick", "image": "none", "resources": {"requests": {"cpu": "1m"}}}]}}}]}}
+        try:
+            custom.create_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", self.tick_namespace, "workloads",
+                                                   body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            custom.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", self.tick_namespace, "workloads",
+                                                  TICK_NAME, {"metadata": {"annotations": {TICK_ANNOTATION: stamp}}})
+
+
+# ---- pytest glue (registered by harness/pytest_plugin.py: pytest_plugins) --------------------------
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Around a case's body: a Nemesis follows the proxy; after the body it is stopped — any process
+    fault in progress finished first — before the plugin judges the case (this wrapper is the innermost,
+    so its tail runs before the verdict's)."""
+    ctx = getattr(item, "_kh_case", None)
+    nem = None
+    if ctx is not None and getattr(ctx, "proxy", None) is not None:
+        nem = Nemesis.for_case(ctx).start()
+        ctx.nemesis = nem
+    try:
+        return (yield)
+    finally:
+        if nem is not None and not nem.stop():
+            ctx.record("teardown_problem", problem="a process fault was still running when the case ended")
