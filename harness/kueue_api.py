@@ -2,9 +2,9 @@
 and from a watch-stream line to a WatchEvent. Shared by the proxy addon and the harness.
 
 Kueue's request shapes per version live here and nowhere else. Source for v0.17: pkg/workload/workload.go
-(BaseSSAWorkload, PatchAdmissionStatus, ApplyAdmissionStatus), pkg/scheduler/scheduler.go (admission
+(BaseSSAWorkload, PatchAdmissionStatus, PrepareWorkloadPatch), pkg/scheduler/scheduler.go (admission
 goroutine, requeue), pkg/scheduler/preemption/preemption.go (Evict), pkg/controller/jobframework/
-reconciler.go (quota release), notes in ../shared/notes/kueue-v0.17.md sections 6-7.
+reconciler.go (quota release); summarised in docs/kueue-notes.md §6-7.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 
-#: Classes of Workload status writes (notes §7). "other" is a Workload write that fits none of them.
+#: Classes of Workload status writes (docs/kueue-notes.md §7). "other" is a Workload write that fits
+#: none of them.
 WRITE_CLASSES = ("admission", "eviction", "quota_release", "pending", "finish", "other")
 
 _PATH = re.compile(
@@ -128,10 +129,11 @@ class KueueWrite:
 
 
 def classify_workload_status(status: Mapping[str, Any], strict: bool) -> str:
-    """Class of a Workload status write from the status it sends and its strictness (notes §6-7).
+    """Class of a Workload status write from the status it sends and its strictness.
 
-    Order matters: a preemption sends Evicted=True together with QuotaReserved=True and the admission
-    (it is built from the assumed state), so eviction is tested before admission.
+    The writes and their shapes: docs/kueue-notes.md §6-7. Order matters: a preemption sends
+    Evicted=True together with QuotaReserved=True and the admission (it is built from the assumed
+    state), so eviction is tested before admission.
       finish:        Finished=True (workload.go, Finish; strict)
       eviction:      Evicted=True while status.admission is still sent (preemption.go Evict, loose;
                      workload_controller.go evictions, strict)

@@ -1,7 +1,8 @@
 """Reads Kueue's JSON log (zap, one object per line: ts/level/logger/caller/msg + key/values) and
 finds the lines that matter to a case, e.g. "Preemption already issued, waiting for observation".
 
-Keys and messages: Kueue v0.17 pkg/scheduler/preemption/preemption.go:191-203, scheduler.go (notes §8).
+Keys and messages: Kueue v0.17 pkg/scheduler/preemption/preemption.go:191-203, scheduler.go
+(docs/kueue-notes.md §8).
 klog.KObj values appear as {"name": ..., "namespace": ...}.
 """
 

@@ -3,7 +3,8 @@
 
 The addon's parts live in the importable package harness/faultproxy (mitmproxy loads this file outside
 sys.modules, where @dataclass fails; the package is a normal module). Unmatched traffic passes unchanged;
-watch responses stream (a watch that is buffered looks like a Kueue bug: notes/mitmproxy-11.md).
+watch responses stream (a buffered watch looks like a Kueue bug: docs/kueue-notes.md, "Through
+mitmproxy").
 """
 
 from harness.faultproxy import KueueFaults, addons  # noqa: F401 - mitmproxy reads `addons`

@@ -13,8 +13,9 @@ How the traffic is routed (nothing is rebuilt; the Kueue image stays the release
    (`tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token`, re-read by client-go as it rotates).
 3. A strategic-merge patch of Deployment `kueue-controller-manager` mounts the Secret and passes
    `--kubeconfig=/etc/kueue-harness/kubeconfig` (a flag: Kueue's visibility server reads only the flag,
-   notes §4) and `--zap-log-level=3` (the V(3) lines the cases count). The original args are kept in an
-   annotation on the Deployment, so a later run can undo what a killed run left (`undo_leftover`).
+   docs/kueue-notes.md §4) and `--zap-log-level=3` (the V(3) lines the cases count). The original args
+   are kept in an annotation on the Deployment, so a later run can undo what a killed run left
+   (`undo_leftover`).
 4. The rollout is awaited like `kubectl rollout status`, then until the new Pod holds Kueue's leader Lease
    and the proxy has seen the new Pod's traffic. Kueue's log is followed through the API
    (`pods/log?follow=true`) into `<artifacts>/kueue.log`.

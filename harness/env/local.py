@@ -3,7 +3,7 @@ the Kueue manager as local processes on loopback, all real binaries (harness/env
 
 Kueue's API traffic goes through the proxy (its kubeconfig points at mitmdump, bearer-token identity);
 the harness's own reads and watches go to kube-apiserver directly with an admin token.
-Kueue setup follows ../shared/notes/kueue-v0.17.md §2-5 and Kueue's test/integration/framework.
+Kueue setup follows docs/kueue-notes.md §2-5 and Kueue's test/integration/framework.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 
 #: Webhooks kept from config/components/webhook/manifests.yaml: Kueue's own kinds and batch/v1 Job.
 #: Hooks of disabled integrations are dropped: with failurePolicy Fail, a hook such as mpod.kb.io would
-#: block every Pod create while Kueue is down (notes §3).
+#: block every Pod create while Kueue is down (docs/kueue-notes.md §3).
 _WEBHOOK_PATH_MARKERS = ("-kueue-x-k8s-io-", "-batch-v1-job")
 
 

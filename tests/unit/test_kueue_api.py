@@ -1,5 +1,5 @@
 """Unit tests for harness.kueue_api: path parsing, watch detection, and the classification of Kueue v0.17
-Workload status writes built the way Kueue builds them (notes/kueue-v0.17.md sections 6-7).
+Workload status writes built the way Kueue builds them (docs/kueue-notes.md §6-7).
 
 Every Workload status write in v0.17 is a server-side apply: `PATCH .../workloads/<name>/status
 ?fieldManager=kueue-admission&force=true`, `Content-Type: application/apply-patch+yaml`, a JSON body made of
@@ -90,7 +90,7 @@ def classify_ssa(status: dict[str, Any], *, strict: bool, rv: str = "1234") -> K
     return classify_request("PATCH", status_path(), ssa_headers(), ssa_body(status, strict=strict, rv=rv))
 
 
-# The five writes of notes §7.
+# The five writes of docs/kueue-notes.md §7.
 
 ADMISSION_STATUS = {  # scheduler.go admission goroutine (loose)
     "admission": admission(),
@@ -272,7 +272,8 @@ def test_admission_goroutine_write_is_admission() -> None:
 
 
 def test_admission_with_conditions_flipped_to_false_is_still_admission() -> None:
-    # A re-admission sends the earlier Evicted/Preempted as False with reason QuotaReserved (notes §7).
+    # A re-admission sends the earlier Evicted/Preempted as False with reason QuotaReserved
+    # (docs/kueue-notes.md §7).
     status = {
         "admission": admission(),
         "conditions": ADMISSION_STATUS["conditions"]
