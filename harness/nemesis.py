@@ -25,6 +25,7 @@ import heapq
 import json
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,6 +39,22 @@ SESSION_TICK_NAMESPACE = "kueue-harness-tick"
 TICK_ANNOTATION = "kueue-harness/tick"
 #: Seconds a process fault may take (a Kueue restart waits for its webhooks).
 SIGNAL_TIMEOUT = 180.0
+
+
+_PROCESS_THREAD: ThreadPoolExecutor | None = None
+_PROCESS_THREAD_LOCK = threading.Lock()
+
+
+def _process_thread() -> ThreadPoolExecutor:
+    """One worker thread for the life of this process, where the Nemesis starts processes (Kueue after a
+    restart). harness/procs.py gives every child PR_SET_PDEATHSIG, which the kernel ties to the *thread*
+    that forked it: a Kueue started from a thread that then exits gets SIGKILL (seen: the restarted Kueue
+    died ~1 s after the restart returned). This thread never exits before the process does."""
+    global _PROCESS_THREAD
+    with _PROCESS_THREAD_LOCK:
+        if _PROCESS_THREAD is None:
+            _PROCESS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kueue-harness-procs")
+        return _PROCESS_THREAD
 
 
 class Nemesis:
@@ -133,7 +150,8 @@ class Nemesis:
         if self._restart is None:
             raise RuntimeError("this environment cannot restart Kueue")
         t0 = time.monotonic()
-        self._restart(kill, rule)
+        # Not on this (short-lived) thread: children die with the thread that started them.
+        _process_thread().submit(self._restart, kill, rule).result(timeout=SIGNAL_TIMEOUT)
         seconds = round(time.monotonic() - t0, 3)
         with self._lock:
             self.done.append({"event": "kueue_restart", "rule": rule, "kill": kill, "seconds": seconds})
