@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from harness import kueue_log, versions
+from harness import actions, kueue_log, versions
 from harness.checkers import Finding, Selection, compose
 from harness.checkers.bounds import LIVENESS_BOUND
 from harness.names import Names, _workload_names, case_t0, kobj_key as _kobj_key
@@ -106,7 +106,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "teardown_problem"): ("problem",),
     ("harness", "case_objects_deleted"): ("namespace",),
     ("harness", "case_objects_not_deleted"): ("error",),
-    ("harness", "kueue_restart"): ("kill",),
+    ("harness", "kueue_restart"): ("kill",),  # optional: rule (a plan's process fault)
     ("harness", "oversubscription_lasted"): ("persisted",),
     ("proxy", "flow_error"): ("flow", "error"),
     ("proxy", "rule_added"): ("rule",),
@@ -121,6 +121,11 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("proxy", "response"): ("flow", "status", "resource_version", "label", "write", "namespace", "name"),
     ("proxy", "watch_event"): ("flow", "type", "namespace", "name", "resource_version", "conditions", "admission"),
     ("proxy", "watch_event_dropped"): ("flow", "rule", "type", "namespace", "name", "resource_version"),
+    ("proxy", "watch_event_delayed"): ("flow", "rule", "seconds", "due", "type", "namespace", "name",
+                                       "resource_version"),
+    ("proxy", "watch_events_undelivered"): ("flow", "lines"),
+    ("proxy", "signalled"): ("rule", "action", "why"),
+    ("proxy", "signal_done"): ("rule", "action", "ok", "since_signalled"),
     ("kueue", "log"): ("msg", "fields"),
 }
 WRITE_FIELDS = ("kind", "namespace", "name", "write", "method", "subresource", "field_manager", "patch_type",
@@ -403,10 +408,8 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
 def _rule_text(rule: Mapping[str, Any], names: Names) -> str:
     m = rule.get("match") or {}
     what = " ".join(str(m[k]) for k in ("write", "kind", "name") if m.get(k)) or "any request"
-    act = rule.get("action", "hold")
-    if act == "hold" and rule.get("stage") == "response":
-        act = "hold the answer to"
-    return f"{rule.get('id')}: {act} {names.text(what)}"
+    act = actions.describe(rule)  # the fault kind's own words (harness/actions.py)
+    return f"{rule.get('id')}: {act}, {names.text(what)}"
 
 
 def _verdict_note(prefix: str, rec: Mapping[str, Any], verdict: str | None, findings: Sequence[Finding]) -> str:
@@ -587,13 +590,7 @@ def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names) -> list[lis
         r = e.get("rule") or {}
         m = r.get("match") or {}
         match = ", ".join(f"{k}={names.text(str(v)) if k != 'namespace' else '(case)'}" for k, v in m.items())
-        act = r.get("action", "hold")
-        if act == "hold":
-            act = "hold the answer" if r.get("stage") == "response" else "hold the request"
-        elif act == "fail":
-            act = f"fail {r.get('status')} {r.get('reason', '')}"
-        elif act == "delay":
-            act = f"delay {r.get('delay')}s"
+        act = actions.describe(r)  # the fault kind's own words (harness/actions.py)
         rel = r.get("release") or {}
         when = []
         for tr in rel.get("after") or []:
