@@ -143,6 +143,10 @@ class Nemesis:
                 self.say(f"[kueue-harness] could not delete namespace {self.tick_namespace}: {e}")
         return ok
 
+    def busy(self) -> bool:
+        """Whether a process fault is being performed right now (Kueue may be down for a moment)."""
+        return any(w.is_alive() for w in self._workers)
+
     # ---- the runner protocol of harness.actions (perform) ---------------------------------------
     def restart_kueue(self, kill: bool, rule: str) -> float:
         """Restart Kueue (SIGKILL with `kill`) for process-fault rule `rule`; returns the seconds it took

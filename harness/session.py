@@ -165,7 +165,13 @@ def _serve(args: argparse.Namespace) -> int:
 
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo)
     env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept)
+    nemesis = None
     try:
+        # Process faults (restart_kueue) and delayed watch events of the session's plans, loaded now or
+        # later with `plan load`, need the harness side too (harness/nemesis.py); before any plan loads.
+        from harness.nemesis import Nemesis
+
+        nemesis = Nemesis.for_session(env, say=lambda line: print(line, flush=True)).start()
         if plan is not None:
             env.proxy.load_plan(plan)
             print(f"[kueue-harness] plan {plan.name} loaded: {', '.join(r.id for r in plan.rules)}", flush=True)
@@ -192,12 +198,16 @@ def _serve(args: argparse.Namespace) -> int:
         reported: set[str] = set()
         while not stop_event.wait(1):
             for name in list(env.procs.procs):
+                if nemesis.busy():
+                    break  # a plan's process fault is restarting Kueue: not an exit
                 if name not in reported and not env.procs.alive(name):
                     reported.add(name)
                     print(f"[kueue-harness] {name} exited (see {env.artifacts}); the session keeps running for "
                           "inspection: `kueue-harness status`, then `kueue-harness down`", flush=True)
         stop_event.wait()
     finally:
+        if nemesis is not None:
+            nemesis.stop(timeout=60)
         env.stop()
         try:
             if json.loads(session_file().read_text()).get("supervisor", {}).get("pid") == os.getpid():
