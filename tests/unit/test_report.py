@@ -281,7 +281,7 @@ def test_cut_kueue_log_keeps_the_window_and_cuts_repeats_in_the_excerpt(tmp_path
     ex = (out / "kueue-excerpt.log").read_text().splitlines()
     assert kept == report.EXCERPT_REPEATS + 1 and len(ex) == kept + 1
     assert "89 more lines 'Preemption already issued" in ex[report.EXCERPT_REPEATS]
-    monkeypatch.setattr(report, "LOG_PLAIN_MAX", 1000)
+    monkeypatch.setattr("harness.report.write.LOG_PLAIN_MAX", 1000)
     name, _, _ = report.cut_kueue_log(src, T0, T0 + 10, out, [NS], Redactor())
     assert name == "kueue.log.gz" and not (out / "kueue.log").exists()
     assert "elsewhere" in gzip.decompress((out / "kueue.log.gz").read_bytes()).decode()

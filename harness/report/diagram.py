@@ -1,0 +1,400 @@
+"""The Mermaid sequence diagram of a case's history (`diagram_lines`) and a structural validator of
+Mermaid `sequenceDiagram` text (`validate_sequence_diagram`). Pure over the history.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness import actions, kueue_log
+from harness.checkers import Finding
+from harness.names import Names, _workload_names, case_t0
+
+#: Diagram lines beyond which uneventful watch deliveries and pass-through writes are dropped.
+MAX_DIAGRAM_LINES = 90
+
+# =====================================================================================================
+# The sequence diagram
+
+
+_t0 = case_t0
+
+
+_PARTICIPANTS = (("Test", "Test"), ("Kueue", "Kueue"), ("Proxy", "Proxy"), ("API", "kube-apiserver"))
+_KEY_CONDITIONS = ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Finished")
+
+
+def _clean(s: str) -> str:
+    """Text safe inside a Mermaid sequenceDiagram message or note: `;` ends a statement and `#` starts an
+    entity code there, `%%` a comment, and angle brackets are taken as HTML."""
+    s = s.replace(";", ",").replace("#", "no. ").replace("%%", "%").replace("<", "‹").replace(">", "›")
+    return re.sub(r"\s+", " ", s).strip()
+
+
+def _wrap(s: str, width: int = 46) -> str:
+    return "<br/>".join(textwrap.wrap(_clean(s), width)) or "-"
+
+
+@dataclass
+class _Line:
+    ts: float
+    text: str
+    kind: str = "note"  # "msg" | "note" | "log"
+    breaks: bool = True  # whether a Kueue log run stops here
+    flow: int | None = None
+    pair: str = ""  # "req" | "resp" for pass-through writes that may be merged
+    keep: bool = True  # False: may be dropped when the diagram is too long
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _write_label(w: Mapping[str, Any], names: Names) -> str:
+    cls = str(w.get("write", "?"))
+    name = names.wl(w.get("name"))
+    if cls in ("admission", "eviction", "quota_release", "pending", "finish", "other"):
+        return f"{cls.replace('_', ' ')} {name} ({'strict' if w.get('strict') else 'loose'})"
+    verb = {"post": "create", "put": "update", "patch": "patch", "delete": "delete"}.get(cls, cls)
+    return f"{verb} {w.get('kind') or ''} {name}".replace("  ", " ")
+
+
+def _why(why: str) -> str:
+    if why.startswith("triggers:"):
+        return "plan: after " + why.split(":", 1)[1].strip()
+    return why
+
+
+def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = None,
+                  verdict: str | None = None, findings: Sequence[Finding] = ()) -> list[str]:
+    """The body of a Mermaid `sequenceDiagram` (without the ``` fence) telling the case's story: the
+    harness's actions (Test), Kueue's classified writes and the answers (through the Proxy, or parked in
+    it: holds and releases with their times), watch deliveries that changed a Workload's conditions, and
+    Kueue's log milestones, repeated lines collapsed to one note ("×N"). Times are seconds since the case
+    started."""
+    names = names or Names(history)
+    t0 = _t0(history)
+
+    def t(e: Mapping[str, Any]) -> str:
+        return f"{e['ts'] - t0:.3f}s"
+
+    # The harness records a step when its API call returns, after Kueue may have reacted to it: draw a
+    # Job's creation before the first write about its Workload (its time label stays the recorded one).
+    first_seen: dict[str, float] = {}
+    for e in history:
+        for name in _workload_names(e):
+            first_seen.setdefault(names.wl(name), e["ts"])
+
+    def order(e: Mapping[str, Any]) -> float:
+        if e.get("source") == "harness" and e.get("event") == "job_created":
+            job = str(e.get("job", "")).split("/")[-1]
+            return min(e["ts"], first_seen.get(job, e["ts"]) - 1e-6)
+        return e["ts"]
+
+    history = sorted(history, key=order)
+
+    flows: dict[int, dict[str, Any]] = {}
+    for e in history:
+        if e.get("source") == "proxy" and e.get("flow") is not None and e.get("event") not in ("watch_event", "watch_event_dropped", "watch_open", "watch_closed", "observed"):
+            d = flows.setdefault(int(e["flow"]), {})
+            d.setdefault(e["event"] + ("_" + e["stage"] if e.get("stage") else ""), e)
+            if e.get("event") == "response":
+                d["response"] = e
+    waited_rv = {str(e.get("resource_version")) for e in history if e.get("event") == "watch_delivered"}
+    lines: list[_Line] = []
+    plans_shown: set[str] = set()
+    last_seen: dict[str, tuple] = {}
+    verdict_done = False
+
+    for e in history:
+        src, ev = e.get("source"), e.get("event")
+        ts = e["ts"]
+        if src == "proxy":
+            flow = e.get("flow")
+            fate = flows.get(int(flow)) if flow is not None else None
+            if ev == "rule_added":
+                rule = e.get("rule") or {}
+                plan = e.get("plan")
+                if plan:
+                    if plan in plans_shown:
+                        continue
+                    plans_shown.add(plan)
+                    ids = [r.get("rule", {}).get("id") for r in history
+                           if r.get("event") == "rule_added" and r.get("plan") == plan]
+                    lines.append(_Line(ts, f"Test->>Proxy: {t(e)} load fault plan {_clean(plan)}: {_clean(', '.join(map(str, ids)))}", "msg"))
+                else:
+                    lines.append(_Line(ts, f"Test->>Proxy: {t(e)} rule {_clean(_rule_text(rule, names))}", "msg"))
+            elif ev == "request":
+                w = e.get("write") or {}
+                label = _write_label(w, names)
+                resp = (fate or {}).get("response") or {}
+                if w.get("write") == "post" and resp.get("status") == 409:
+                    continue  # Kueue's duplicate create of a Workload that exists: no part of the story
+                if fate and "held_request" in fate:
+                    lines.append(_Line(ts, f"Kueue->>Proxy: {t(e)} {_clean(label)}", "msg", flow=flow))
+                else:
+                    held = fate is not None and ("held_response" in fate or "failed_request" in fate or "reset_request" in fate)
+                    lines.append(_Line(ts, f"Kueue->>API: {t(e)} {_clean(label)}", "msg", flow=flow,
+                                       pair="" if held else "req", keep=held, extra={"label": label}))
+            elif ev == "held":
+                if e.get("stage") == "response":
+                    rv = f" rv {e['resource_version']}" if e.get("resource_version") else ""
+                    lines.append(_Line(ts, f"API-->>Proxy: {t(e)} {e.get('status', '')}{rv}", "msg", flow=flow))
+                    lines.append(_Line(ts, f"Note over Proxy: {t(e)} HOLD {e.get('hold')}: the answer<br/>(rule {_clean(str(e.get('rule')))})", flow=flow))
+                else:
+                    lines.append(_Line(ts, f"Note over Proxy: {t(e)} HOLD {e.get('hold')}<br/>(rule {_clean(str(e.get('rule')))})", flow=flow))
+            elif ev == "released":
+                why = str(e.get("why", ""))
+                if why.startswith("triggers:") or why.startswith("max_hold") or why.startswith("release.timeout"):
+                    lines.append(_Line(ts, f"Note over Proxy: {t(e)} release {e.get('hold')}<br/>{_wrap(_why(why), 40)}", flow=flow))
+                else:
+                    lines.append(_Line(ts, f"Test->>Proxy: {t(e)} release {e.get('hold')} ({_clean(why)})", "msg", flow=flow))
+                if e.get("stage") == "request":
+                    label = _write_label(((fate or {}).get("request") or {}).get("write") or {}, names) if fate else str(e.get("label", ""))
+                    lines.append(_Line(ts, f"Proxy->>API: {t(e)} {_clean(label)}", "msg", flow=flow))
+            elif ev == "failed":
+                lines.append(_Line(ts, f"Proxy--xKueue: {t(e)} {e.get('status')} injected (rule {_clean(str(e.get('rule')))})", "msg", flow=flow))
+            elif ev in ("hold_expired", "hold_timeout"):
+                lines.append(_Line(ts, f"Note over Proxy: {t(e)} {e.get('hold')} {'hold expired' if ev == 'hold_expired' else 'plan timeout'}", flow=flow))
+            elif ev == "reset":
+                lines.append(_Line(ts, f"Proxy--xKueue: {t(e)} stream reset (rule {_clean(str(e.get('rule')))})", "msg", flow=flow))
+            elif ev == "delayed":
+                lines.append(_Line(ts, f"Note over Proxy: {t(e)} delay {e.get('seconds')}s (rule {_clean(str(e.get('rule')))})", flow=flow))
+            elif ev == "response":
+                if fate is None or "failed_request" in fate or "failed_response" in fate:
+                    continue
+                req = fate.get("request") or {}
+                if (req.get("write") or {}).get("write") == "post" and e.get("status") == 409:
+                    continue
+                rv = f" rv {e['resource_version']}" if e.get("resource_version") else ""
+                what = _write_label(req.get("write") or {}, names) if req else str(e.get("label", ""))
+                if "held_response" in fate:
+                    lines.append(_Line(ts, f"Proxy-->>Kueue: {t(e)} {e.get('status')}{rv} for {_clean(what)}", "msg", flow=flow))
+                elif "held_request" in fate:
+                    lines.append(_Line(ts, f"API-->>Kueue: {t(e)} {e.get('status')}{rv} for {_clean(what)}", "msg", flow=flow))
+                else:
+                    lines.append(_Line(ts, f"API-->>Kueue: {t(e)} {e.get('status')}{rv} for {_clean(what)}", "msg", flow=flow, pair="resp",
+                                       keep=e.get("status", 200) >= 300, extra={"status": e.get("status"), "rv": rv}))
+            elif ev == "watch_event":
+                key = f"{e.get('namespace')}/{e.get('name')}"
+                conds = e.get("conditions") or {}
+                state = (e.get("type") == "DELETED", bool(e.get("admission")),
+                         tuple(k for k in _KEY_CONDITIONS if conds.get(k) == "True"))
+                prev = last_seen.get(key)
+                last_seen[key] = state
+                if state == prev or (prev is None and not state[1] and not state[2] and not state[0]):
+                    continue
+                now_true = list(state[2])
+                gone = [k for k in (prev[2] if prev else ()) if k not in now_true]
+                txt = f"watch {names.wl(e.get('name'))} rv {e.get('resource_version')}: " + (
+                    "deleted" if state[0] else (", ".join(now_true) or "no conditions True"))
+                if gone:
+                    txt += f" ({', '.join(gone)} gone)"
+                waited = str(e.get("resource_version")) in waited_rv
+                lines.append(_Line(ts, f"API--)Kueue: {t(e)} {_clean(txt)}", "msg", breaks=False,
+                                   keep=bool(gone) or waited or "Evicted" in now_true))
+            elif ev == "watch_event_dropped":
+                lines.append(_Line(ts, f"API--xProxy: {t(e)} watch {names.wl(e.get('name'))} rv {e.get('resource_version')} dropped (rule {_clean(str(e.get('rule')))})", "msg"))
+            elif ev == "flow_error":
+                lines.append(_Line(ts, f"Note over Proxy: {t(e)} flow {flow} error: {_wrap(str(e.get('error', '')), 40)}", breaks=False))
+        elif src == "harness":
+            if ev == "queues_created":
+                lines.append(_Line(ts, f"Test->>API: {t(e)} create ResourceFlavor, ClusterQueue {_clean(names.text(str(e.get('cluster_queue', ''))))} "
+                                       f"(nominal cpu {e.get('nominal_cpu', '?')}), LocalQueue, priority classes", "msg"))
+            elif ev == "job_created":
+                job = str(e.get("job", "")).split("/")[-1]
+                pr = names.priority(job)
+                what = f"create Job {_clean(job)}" + (f" (priority {_clean(pr)}, cpu {e.get('cpu', '?')})" if pr else "")
+                if order(e) < e["ts"]:  # drawn before Kueue's reaction: say when the call came back
+                    lines.append(_Line(order(e), f"Test->>API: {what}, call returned {t(e)}", "msg"))
+                else:
+                    lines.append(_Line(ts, f"Test->>API: {t(e)} {what}", "msg"))
+            elif ev == "verdict" and not verdict_done:
+                verdict_done = True
+                lines.append(_Line(ts, _verdict_note(f"{t(e)} ", e, verdict, findings), breaks=False))
+            elif ev in ("case_started", "case_finished", "held", "released", "admission_answered", "watch_delivered",
+                        "observed", "plan_loaded", "plan_step", "holds_released_at_end", "verdict"):
+                continue
+            else:
+                extra = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("ts", "source", "event"))
+                lines.append(_Line(ts, f"Note over Test: {t(e)} {_wrap(names.text(f'{ev} {extra}'), 40)}", breaks=False, keep=False))
+        elif src == "monitor":
+            if ev in ("quota_violation_started", "quota_violation_cleared"):
+                what = names.text(str(e.get("finding", ""))).split(", held by")[0]
+                head = "monitor: quota violated" if ev.endswith("started") else "monitor: violation cleared"
+                lines.append(_Line(ts, f"Note over Test,API: {t(e)} {head}<br/>{_wrap(what, 60)}", breaks=False))
+        elif src == "kueue" and ev == "log":
+            lines.append(_Line(ts, "", "log", breaks=False, extra={"e": e}))
+
+    if not verdict_done and verdict:
+        end = max((e["ts"] for e in history), default=t0)
+        lines.append(_Line(end, _verdict_note("", {}, verdict, findings), breaks=False))
+    lines = _collapse_logs(lines, names, t0)
+    lines = _merge_pairs(lines)
+    if len(lines) > MAX_DIAGRAM_LINES:
+        lines = [ln for ln in lines if ln.keep]
+    body = ["sequenceDiagram"] + [f"    participant {pid}" + (f" as {alias}" if alias != pid else "") for pid, alias in _PARTICIPANTS]
+    body += ["    " + ln.text for ln in lines]
+    return body
+
+
+def _rule_text(rule: Mapping[str, Any], names: Names) -> str:
+    m = rule.get("match") or {}
+    what = " ".join(str(m[k]) for k in ("write", "kind", "name") if m.get(k)) or "any request"
+    act = actions.describe(rule)  # the fault kind's own words (harness/actions.py)
+    return f"{rule.get('id')}: {act}, {names.text(what)}"
+
+
+def _verdict_note(prefix: str, rec: Mapping[str, Any], verdict: str | None, findings: Sequence[Finding]) -> str:
+    parts = []
+    inv = rec.get("invariant")
+    if inv:
+        parts.append(f"invariant {inv} {'held' if rec.get('held') else 'violated'}")
+    bearing = [f for f in findings if f.bearing and f.result in ("violated", "inconclusive")]
+    if inv:
+        bearing = [f for f in bearing if f.check == inv] or bearing
+    parts += [f.summary for f in bearing[:2]]
+    head = f"{prefix}verdict: {verdict}" if verdict else f"{prefix}verdict"
+    return f"Note over Test,API: {_clean(head)}" + ("<br/>" + "<br/>".join(_wrap(p, 60) for p in parts) if parts else "")
+
+
+_LOG_LABELS = {
+    kueue_log.PREEMPTED: "Preempted {target} (for {preemptor})",
+    kueue_log.PREEMPTION_ONGOING: "Preemption ongoing: {preemptor} waits for {target}",
+    kueue_log.PREEMPTION_WAITING: "Preemption already issued, waiting for observation: {preemptor} waits for {target}",
+    kueue_log.ADMITTED: "Workload successfully admitted: {workload}",
+    "Workload re-queued": "Workload re-queued: {workload}{reason}",
+    "Could not admit Workload and assign flavors in apiserver": "Could not admit Workload: {workload}",
+    "Handling a job with evicted condition": "Handling a job with evicted condition: {workload}",
+}
+
+
+def _log_label(e: Mapping[str, Any], names: Names) -> str:
+    f = e.get("fields") or {}
+    tmpl = _LOG_LABELS.get(str(e.get("msg")), str(e.get("msg")) + ": {workload}")
+    return tmpl.format(target=names.kobj(f.get("targetWorkload")), preemptor=names.kobj(f.get("preemptingWorkload")),
+                       workload=names.kobj(f.get("workload") or f.get("targetWorkload")),
+                       reason=f" ({f['requeueReason']})" if f.get("requeueReason") else "")
+
+
+#: A log message repeated this often before something else happened is a flood: its one note keeps
+#: counting across the requests and releases that interleave with it.
+FLOOD_GROUP = 3
+
+
+def _collapse_logs(lines: list[_Line], names: Names, t0: float) -> list[_Line]:
+    """Kueue log lines become notes over Kueue; a message repeated for the same Workload(s) before the
+    next request, response, hold or harness action is one note "×N" at its first occurrence (a flood,
+    FLOOD_GROUP or more, keeps counting past them)."""
+    out: list[_Line] = []
+    open_groups: dict[str, _Line] = {}
+    for ln in lines:
+        if ln.kind != "log":
+            if ln.breaks:  # a flood in progress goes on in its note; anything else starts afresh
+                open_groups = {k: g for k, g in open_groups.items() if g.extra["n"] >= FLOOD_GROUP}
+            out.append(ln)
+            continue
+        e = ln.extra["e"]
+        label = _log_label(e, names)
+        g = open_groups.get(label)
+        if g is not None:
+            g.extra["n"] += 1
+            g.extra["last"] = e["ts"]
+            continue
+        g = _Line(ln.ts, "", "log", breaks=False, extra={"label": label, "n": 1, "first": e["ts"], "last": e["ts"]})
+        open_groups[label] = g
+        out.append(g)
+    for ln in out:
+        if ln.kind == "log":
+            x = ln.extra
+            when = f"{x['first'] - t0:.3f}s" if x["n"] == 1 else f"{x['first'] - t0:.3f}s to {x['last'] - t0:.3f}s"
+            count = "" if x["n"] == 1 else f" ×{x['n']}"
+            ln.text = f"Note over Kueue: {when} log{count}:<br/>{_wrap(x['label'], 44)}"
+            ln.kind = "note"
+    return out
+
+
+def _merge_pairs(lines: list[_Line]) -> list[_Line]:
+    """A pass-through write whose answer comes next becomes one arrow: "create Workload job1 → 201"."""
+    out: list[_Line] = []
+    for ln in lines:
+        prev = out[-1] if out else None
+        if ln.pair == "resp" and prev is not None and prev.pair == "req" and prev.flow == ln.flow:
+            prev.text += f" → {ln.extra.get('status')}{ln.extra.get('rv', '')}"  # the answer, on the same arrow
+            prev.pair = ""
+            prev.keep = prev.keep or ln.keep
+            continue
+        out.append(ln)
+    return out
+
+
+_NODE = r"[A-Za-z][A-Za-z0-9_]*"
+_ARROW = r"(?:-->>|->>|-->|->|--x|-x|--\)|-\))"
+_MSG = re.compile(rf"^({_NODE})\s*{_ARROW}\s*[+-]?({_NODE})\s*:(.*)$")
+_NOTE = re.compile(rf"^Note\s+(?:left of|right of|over)\s+({_NODE})(?:\s*,\s*({_NODE}))?\s*:(.*)$")
+_PARTICIPANT = re.compile(rf"^(?:participant|actor)\s+({_NODE})(?:\s+as\s+(.+))?$")
+_BLOCK = re.compile(r"^(loop|alt|opt|par|critical|break|rect)\b")
+
+
+def validate_sequence_diagram(text: str) -> list[str]:
+    """Structural check of Mermaid `sequenceDiagram` syntax as this module writes it (participants,
+    messages with the arrows -> ->> --> -->> -x --x -) --), notes, blocks closed by `end`): every
+    participant used is declared, messages and notes have text, no `;` or `#` in texts (statement
+    separator and entity codes in Mermaid), and only `<br/>` as markup. Returns problems, [] if none.
+    The Mermaid CLI (mmdc) is the real parser; tests run it too when it is installed."""
+    problems: list[str] = []
+    lines = [ln.strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln and not ln.startswith("%%")]
+    if not lines or lines[0] != "sequenceDiagram":
+        return ["the first line must be `sequenceDiagram`"]
+    declared: set[str] = set()
+    depth = 0
+    for i, ln in enumerate(lines[1:], 2):
+        texts: list[str] = []
+        m = _PARTICIPANT.match(ln)
+        if m:
+            if m.group(1) in declared:
+                problems.append(f"line {i}: participant {m.group(1)} declared twice")
+            declared.add(m.group(1))
+            continue
+        if ln in ("autonumber", "end"):
+            if ln == "end":
+                depth -= 1
+                if depth < 0:
+                    problems.append(f"line {i}: `end` without an open block")
+                    depth = 0
+            continue
+        if _BLOCK.match(ln):
+            depth += 1
+            continue
+        if re.match(r"^(else|and)\b", ln):
+            if depth == 0:
+                problems.append(f"line {i}: `{ln.split()[0]}` outside a block")
+            continue
+        m = re.match(rf"^(activate|deactivate)\s+({_NODE})$", ln)
+        if m:
+            used = [m.group(2)]
+        elif (m := _MSG.match(ln)):
+            used, texts = [m.group(1), m.group(2)], [m.group(3)]
+        elif (m := _NOTE.match(ln)):
+            used, texts = [m.group(1)] + ([m.group(2)] if m.group(2) else []), [m.group(3)]
+        else:
+            problems.append(f"line {i}: not a participant, message, note or block: {ln[:80]!r}")
+            continue
+        for p in used:
+            if p not in declared:
+                problems.append(f"line {i}: participant {p} is not declared")
+        for tx in texts:
+            if not tx.strip():
+                problems.append(f"line {i}: empty text")
+            if ";" in tx or "#" in tx:
+                problems.append(f"line {i}: `;` or `#` in text (Mermaid reads them as syntax)")
+            if re.search(r"<(?!br/>)", tx):
+                problems.append(f"line {i}: markup other than <br/> in text")
+    if depth:
+        problems.append(f"{depth} block(s) not closed with `end`")
+    if not declared:
+        problems.append("no participant declared")
+    return problems
+

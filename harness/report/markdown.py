@@ -1,0 +1,162 @@
+"""report.md: the verdict, versions, fault plan, the sequence diagram and the checker findings of a
+bundle (`render_report`). Deterministic: the same bundle renders the same bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from harness import actions
+from harness.checkers import Finding
+from harness.checkers.bounds import LIVENESS_BOUND
+from harness.names import Names, case_t0 as _t0
+from harness.report.bundle import recheck, selection_of
+from harness.report.diagram import diagram_lines
+
+INVARIANTS = {
+    "liveness": "a Workload that preempts another gets quota within {bound:g} s once every fault is lifted",
+    "quota": "no ClusterQueue holds more than its quota (a watch during the run, and the final state)",
+}
+
+# =====================================================================================================
+# report.md
+
+
+def _table(rows: Iterable[Sequence[str]], head: Sequence[str]) -> list[str]:
+    def cell(s: str) -> str:
+        return str(s).replace("|", "\\|").replace("\n", "<br>")
+
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def _utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names) -> list[list[str]]:
+    rows = []
+    for e in history:
+        if e.get("event") != "rule_added" or e.get("source") != "proxy":
+            continue
+        r = e.get("rule") or {}
+        m = r.get("match") or {}
+        match = ", ".join(f"{k}={names.text(str(v)) if k != 'namespace' else '(case)'}" for k, v in m.items())
+        act = actions.describe(r)  # the fault kind's own words (harness/actions.py)
+        rel = r.get("release") or {}
+        when = []
+        for tr in rel.get("after") or []:
+            if tr.get("delivered"):
+                when.append(f"Kueue's watch delivered {tr['delivered']}'s object")
+            else:
+                when.append(f"{tr.get('rule')} {tr.get('state', 'answered')}" + (f" {tr['status']}" if tr.get("status") else ""))
+        release = " and ".join(when) if when else ("by the test" if r.get("action", "hold") == "hold" else "-")
+        if rel.get("timeout"):
+            release += f" (else {rel.get('on_timeout', 'release')} after {rel['timeout']:g}s)"
+        times = "every" if r.get("times") is None else str(r.get("times"))
+        rows.append([f"`{r.get('id')}`" + (f" (plan {e['plan']})" if e.get("plan") else ""), act, match, release, times])
+    return rows
+
+
+def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
+                  bound: float | None = None) -> tuple[str, str, list[Finding]]:
+    """report.md for a bundle. `meta` is bundle.json. Returns (markdown, re-checked verdict, findings).
+    The checkers are the ones the run declared (bundle.json "checkers"); `bound` (seconds) overrides the
+    liveness bound. Deterministic: the same bundle renders the same bytes (no clock, no host names)."""
+    names = Names(history, meta.get("namespace", ""), meta.get("prefix", ""))
+    selection = selection_of(meta, bound)
+    verdict, findings = recheck(history, objects, names=names, selection=selection)
+    bound = float((selection.checkers.get("liveness") or {}).get("bound", LIVENESS_BOUND))
+    recorded = meta.get("verdict", "?")
+    t0 = _t0(history)
+    case_short = str(meta.get("case", "?")).split("::")[-1]
+    inv = next((e.get("invariant") for e in history if e.get("event") == "verdict" and e.get("invariant")), None)
+    invariants = [inv] if inv in INVARIANTS else [f.check for f in findings if f.bearing and f.result != "not applicable"]
+    inv_text = "; ".join(f"**{i}**: {INVARIANTS[i].format(bound=bound)}" for i in dict.fromkeys(invariants) if i in INVARIANTS)
+    bug = meta.get("bug") or {}
+    gates = meta.get("feature_gates")
+    gates_text = ", ".join(f"{k}={str(v).lower()}" for k, v in gates.items()) if isinstance(gates, Mapping) and gates else "Kueue's defaults"
+    if isinstance(gates, Mapping):
+        gates_text += " (all others: Kueue's defaults)"
+    agree = "agrees" if verdict == recorded else "**differs** from the run's verdict"
+    out = [f"# {case_short}: {recorded}", ""]
+    rows = [
+        ["verdict", f"**{recorded}** (expected: {meta.get('expected', '?')}); offline re-check from history.jsonl: "
+                    f"{verdict} ({agree})"],
+        ["invariant", inv_text or "-"],
+        ["case", f"`{meta.get('case', '?')}`"],
+    ]
+    if bug:
+        fixed = f"; fixed in {', '.join(bug['fixed_in'])}" if bug.get("fixed_in") else ""
+        on = bug.get("on_this_build") or {}
+        here = f"<br>on this build: **{on.get('status')}**: {on.get('reason')}" if on else ""
+        rows.append(["known bug", f"{bug.get('issue')}: {bug.get('summary')} (affected: "
+                                  f"{', '.join(bug.get('affected', []))}{fixed}){here}"])
+    kb = meta.get("kueue") or {}
+    built = kb.get("build") or {}
+    kueue_cell = str(meta.get("kueue_version", "?"))
+    if kb.get("commit"):
+        kueue_cell += f" (commit `{str(kb['commit'])[:12]}`)"
+    if built.get("source"):
+        kueue_cell += f"; built from {built['source']}"
+    rows += [
+        ["Kueue (as the binary reported)", kueue_cell],
+        ["kube-apiserver", str(meta.get("kubernetes_version", "?"))],
+        ["feature gates", gates_text],
+        ["target", str(meta.get("target", "?"))],
+        ["namespace", f"`{meta.get('namespace', names.ns)}`"],
+        ["Workloads", "<br>".join(names.legend()) or "-"],
+        ["started", f"{_utc(t0)}; the case ran {meta.get('seconds', 0):.1f}s" if meta.get("seconds") else _utc(t0)],
+    ]
+    out += _table(rows, ["", ""]) + [""]
+    if meta.get("detail") or meta.get("message"):
+        out += ["## What the case reported", "", "```", str(meta.get("message") or meta.get("detail")).strip(), "```", ""]
+    out += ["## Fault plan", ""]
+    rules = _fault_rules(history, names)
+    out += (_table(rules, ["rule", "action", "match", "released when", "times"]) if rules
+            else ["No fault rule: this run is a control (the same objects and order, nothing held)."]) + [""]
+    out += ["## Timeline", "",
+            f"Seconds since the case started ({_utc(t0)}). `Kueue->>kube-apiserver` arrows pass through the Proxy "
+            "unchanged; a write the Proxy parks is drawn to the Proxy, with its HOLD and its release. Dotted "
+            "arrows are what Kueue's Workload watch delivered (only deliveries that changed a Workload's "
+            "conditions). Notes over Kueue are its log lines about the case's Workloads; a line repeated "
+            "before anything else happened is one note with its count (×N).", "",
+            "```mermaid"] + diagram_lines(history, names, recorded, findings) + ["```", ""]
+    out += ["## Checker findings", "",
+            f"Re-run offline from history.jsonl and objects.yaml (`kueue-harness report`); liveness bound {bound:g}s.", ""]
+    out += _table([[f.check, f.result if f.bearing else f"{f.result} (does not decide the verdict)", f.evidence]
+                   for f in findings], ["check", "result", "evidence"]) + [""]
+    files = meta.get("files") or {}
+    if files:
+        out += ["## Files", ""]
+        out += _table([[f"[`{n}`]({n})", f"{s:,}", _FILE_NOTES.get(n, "")] for n, s in files.items()],
+                      ["file", "bytes", "what"]) + [""]
+    red = meta.get("redaction") or {}
+    if red:
+        out += [f"Redaction: Authorization headers, bearer tokens, private keys and this run's "
+                f"{red.get('secrets', 0)} secret values were removed before writing; a scan of every file for "
+                f"them found {len(red.get('found', []))} {'leak' if len(red.get('found', [])) == 1 else 'leaks'}.", ""]
+    out += ["## Re-check offline", "", "```sh",
+            f"kueue-harness report {meta.get('slug', 'BUNDLE')}.tar.gz   # or the bundle's folder", "```",
+            "prints the re-checked verdict and rewrites report.md from history.jsonl + objects.yaml; "
+            "`mitmweb -r flows.mitm` shows the flows.", ""]
+    return "\n".join(out), verdict, findings
+
+
+_FILE_NOTES = {
+    "report.md": "this page",
+    "history.jsonl": "the case's ordered events (docs/history.md)",
+    "harness-events.jsonl": "the harness's own steps, flushed as they happened",
+    "objects.yaml": "final Workloads, Jobs, ClusterQueues",
+    "kueue.log": "Kueue's log during the case (every line of that time window)",
+    "kueue.log.gz": "Kueue's log during the case, every line of that window (gzip: it is long)",
+    "kueue-excerpt.log": "Kueue's log lines about the case's objects",
+    "flows.mitm": "Kueue's requests for the case's objects (`mitmweb -r flows.mitm`)",
+    "flows.har": "the same flows as HAR",
+    "timeline.mmd": "the diagram alone (`mmdc -i timeline.mmd -o timeline.png`)",
+    "bundle.json": "verdict, versions, window, files (read by `kueue-harness report`)",
+}
+
