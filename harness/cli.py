@@ -60,6 +60,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_free_space(art)
     if local:
         binaries.ensure_all(spec)
+        _kubectl_too(optional=True)  # for the first `up` afterwards; the cases do not need it
     targets = [str(CASES_DIR / c) for c in SEED_CASES]
     if args.k:
         targets += ["-k", args.k]
@@ -93,7 +94,26 @@ def _cmd_build(args: argparse.Namespace) -> int:
             print(f"{'kueue version':<24} {v.version} (commit {v.commit or 'unknown'}; {v.source})")
         else:
             print(f"{k:<24} {v}")
+    kubectl = _kubectl_too(optional=False)
+    print(f"{'kubectl':<24} {kubectl or 'not built: Go is not on PATH (KUEUE_HARNESS_KUBECTL names one; or use yours)'}")
     return 0
+
+
+def _kubectl_too(optional: bool):
+    """The pinned kubectl, built now if needed (sessions print it), so the first `up` after `run` or
+    `build` does not wait for it; None when Go is not on PATH to build it (every other binary may be given
+    through KUEUE_HARNESS_* variables; then Go is not needed). `optional`: a failed kubectl build is a
+    note, not an error (for `run`, whose cases do not use kubectl)."""
+    from harness.env import binaries
+
+    try:
+        return binaries.kubectl_if_buildable()
+    except HarnessError as e:
+        if not optional:
+            raise
+        print(f"[kueue-harness] kubectl was not built ({str(e).splitlines()[0]}); `kueue-harness up` will try again",
+              file=sys.stderr)
+        return None
 
 
 def _cmd_up(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -26,6 +27,7 @@ from typing import Any, Callable, Iterator
 
 from harness import versions
 from harness.errors import BuildError, HarnessError
+from harness.procs import _die_with_parent
 
 Progress = Callable[[str], None]
 
@@ -180,27 +182,108 @@ def build_lock(name: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _run_go(cmd: list[str], cwd: Path, log, what: str, progress: Progress) -> None:
-    """Run a Go command, teeing output to `log`, printing a progress line every 20 s."""
+def _packages(lines: list[str]) -> int:
+    """How many of `go build -v`'s output lines name a package it compiled (not "go: downloading …",
+    "# pkg" headers or compiler messages)."""
+    return sum(1 for line in lines if line.strip() and not line.startswith(("go: ", "#")) and " " not in line.strip())
+
+
+def _stale_packages(cmd: list[str], cwd: Path, timeout: float = 120) -> int | None:
+    """For a `go build [flags] PKG` command: how many packages it will compile, i.e. the dependencies of
+    PKG that `go list -deps` with the same flags reports as stale (not in Go's build cache). That is
+    what `go build -v` prints, one line each. None when it cannot be told (not a build, go list failed
+    or took longer than `timeout` seconds)."""
+    if len(cmd) < 3 or cmd[1] != "build":
+        return None
+    flags: list[str] = []
+    rest = cmd[2:-1]
+    i = 0
+    while i < len(rest):
+        if rest[i] == "-o":
+            i += 2
+            continue
+        if rest[i] != "-v":
+            flags.append(rest[i])
+        i += 1
+    try:
+        out = subprocess.run([cmd[0], "list", "-deps", "-f", "{{if .Stale}}{{.ImportPath}}{{end}}", *flags, cmd[-1]],
+                             cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return sum(1 for line in out.stdout.splitlines() if line.strip())
+
+
+def _duration(seconds: float) -> str:
+    """"45s", "3 min 20 s"."""
+    s = int(round(seconds))
+    return f"{s}s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
+
+
+def progress_line(what: str, done: int, total: int | None, elapsed: float) -> str:
+    """One build progress line: packages compiled so far, of `total` when known (with the share done
+    and, once a few packages are in, the time left at the rate so far, linking not included), and the
+    elapsed time. `elapsed` in seconds."""
+    if not total or done > total:
+        return f"{what}: {done} packages compiled, {_duration(elapsed)} elapsed"
+    line = f"{what}: {done}/{total} packages ({100 * done // total}%), {_duration(elapsed)} elapsed"
+    if done >= 10 and elapsed > 0:
+        line += f", about {_duration(elapsed / done * (total - done))} left (then linking)"
+    return line
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run_go(cmd: list[str], cwd: Path, log, what: str, progress: Progress, interval: float = 20.0) -> None:
+    """Run a Go command in its own process group, teeing its output to `log`.
+
+    Every `interval` seconds a progress line (progress_line): for `go build`, packages compiled of how
+    many need compiling (_stale_packages) with an estimate of the time left; for `go mod`, the modules
+    downloaded so far. Go and its compilers are killed when this is interrupted (Ctrl-C, a signal
+    handler's exception) or when the calling process dies (PR_SET_PDEATHSIG), so a stopped `up` or
+    `build` leaves no compiler running. Raises BuildError with the tail of Go's output when it fails.
+    """
     start = time.monotonic()
     lines: list[str] = []
+    total = _stale_packages(cmd, cwd)
+    if total is not None:
+        progress(f"{what}: {total} packages to compile")
     proc = subprocess.Popen(
-        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     done = threading.Event()
+    modules = len(cmd) > 1 and cmd[1] == "mod"
 
     def ticker() -> None:
-        while not done.wait(20):
-            progress(f"{what}: {len(lines)} packages/lines so far, {time.monotonic() - start:.0f}s elapsed")
+        while not done.wait(interval):
+            elapsed = time.monotonic() - start
+            if modules:
+                got = sum(1 for line in lines if line.startswith("go: downloading"))
+                progress(f"{what}: {got} modules downloaded, {_duration(elapsed)} elapsed")
+            else:
+                progress(progress_line(what, _packages(lines), total, elapsed))
 
     t = threading.Thread(target=ticker, daemon=True)
     t.start()
     assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        log.write(line)
-    rc = proc.wait()
-    done.set()
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            log.write(line)
+        rc = proc.wait()
+    except BaseException:
+        _kill_group(proc.pid)
+        proc.wait()
+        raise
+    finally:
+        done.set()
     if rc != 0:
         tail = "".join(l for l in lines if not l.startswith("go: downloading"))[-1500:]
         raise BuildError(
@@ -247,7 +330,8 @@ def _build_locked(target: GoTarget, root: Path, out: Path, progress: Progress) -
     start = time.monotonic()
     with open(root / "logs" / f"{target.name}-{target.version}.log", "w") as log:
         _run_go([go, "mod", "tidy"], bdir, log, f"{what}: resolving modules", progress)
-        tmp = out.with_suffix(".tmp")
+        # Not out.with_suffix(): "kueue-v0.16.6" and "kueue-v0.16.9" would share "kueue-v0.16.tmp".
+        tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
         pkg = target.main_pkg or "."
         _run_go(
             [go, "build", "-v", "-trimpath", "-ldflags", target.ldflags, "-o", str(tmp), pkg],
@@ -291,13 +375,28 @@ def kube_apiserver(progress: Progress = _default_progress) -> Path:
     return build(_kubernetes_target("kube-apiserver"), progress)
 
 
-def kubectl(progress: Progress = _default_progress) -> Path:
-    """kubectl of the pinned Kubernetes version (for manual sessions): $KUEUE_HARNESS_KUBECTL or built."""
+def _kubectl_target() -> GoTarget:
     kv = versions.KUBERNETES_VERSION
     base = _kubernetes_target("kube-apiserver")
-    target = GoTarget("kubectl", kv, base.go_mod.replace("build/kubernetes", "build/kubectl"),
-                      ("k8s.io/kubernetes/cmd/kubectl",), "k8s.io/kubernetes/cmd/kubectl", None, base.ldflags,
-                      "KUEUE_HARNESS_KUBECTL")
+    return GoTarget("kubectl", kv, base.go_mod.replace("build/kubernetes", "build/kubectl"),
+                    ("k8s.io/kubernetes/cmd/kubectl",), "k8s.io/kubernetes/cmd/kubectl", None, base.ldflags,
+                    "KUEUE_HARNESS_KUBECTL")
+
+
+def kubectl(progress: Progress = _default_progress) -> Path:
+    """kubectl of the pinned Kubernetes version (for manual sessions): $KUEUE_HARNESS_KUBECTL or built.
+    Raises BuildError, HarnessError (no Go) as build() does."""
+    return build(_kubectl_target(), progress)
+
+
+def kubectl_if_buildable(progress: Progress = _default_progress) -> Path | None:
+    """kubectl() when $KUEUE_HARNESS_KUBECTL names one, the cache has it, or `go` is on PATH to build it;
+    None otherwise, without calling go_binary(): a run whose other binaries all come from KUEUE_HARNESS_*
+    variables needs no Go. Raises what build() raises when it does build (BuildError, Go too old)."""
+    target = _kubectl_target()
+    cached = cache_root() / "bin" / f"{target.name}-{target.version}"
+    if not os.environ.get(target.override_env) and not cached.is_file() and shutil.which("go") is None:
+        return None
     return build(target, progress)
 
 
