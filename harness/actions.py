@@ -83,6 +83,9 @@ class Action:
     params: ClassVar[dict[str, Any]] = {}
     #: One line for docs and `kueue-harness` help: what the kind does.
     one_line: ClassVar[str] = ""
+    #: Whether the harness must make watch chunks arrive for it (harness/nemesis.py prepares its tick
+    #: Workload when such a rule is loaded).
+    needs_ticks: ClassVar[bool] = False
 
     def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
         """Rewrite plan sugar in a rule dict before it is built (default: unchanged). Raises RuleError."""
@@ -289,6 +292,7 @@ class DelayWatchEvents(_WatchAction):
     arrives after their due time: the harness makes one arrive (harness/nemesis.py touches a Workload)."""
 
     name = "delay_watch_events"
+    needs_ticks = True
     stage_hint = "watch rules act on Kueue's Workload watch streams"
     one_line = "deliver matching Workload watch events `delay` seconds late"
 

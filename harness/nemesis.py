@@ -197,7 +197,17 @@ class Nemesis:
 
     def _on_event(self, ev: dict[str, Any]) -> None:
         kind = ev.get("event")
-        if kind == "watch_event_delayed" and isinstance(ev.get("due"), (int, float)):
+        if kind == "rule_added" and not self._tick_ready and self.api_client is not None:
+            try:
+                needs = actions.get((ev.get("rule") or {}).get("action")).needs_ticks
+            except KeyError:
+                needs = False
+            if needs:  # create the tick Workload now, so that the first tick is a quick patch
+                try:
+                    self.tick()
+                except Exception as e:  # noqa: BLE001 - the first due tick tries again
+                    self.say(f"[kueue-harness] could not prepare the watch tick: {type(e).__name__}: {e}")
+        elif kind == "watch_event_delayed" and isinstance(ev.get("due"), (int, float)):
             with self._lock:
                 heapq.heappush(self._due, float(ev["due"]))
         elif kind == "signalled":

@@ -135,3 +135,19 @@ def test_a_failed_tick_is_retried(proxy: FakeProxy, monkeypatch: pytest.MonkeyPa
 def test_tick_without_an_api_client_is_an_error(proxy: FakeProxy) -> None:
     with pytest.raises(RuntimeError):
         Nemesis(proxy).tick()
+
+
+def test_the_tick_workload_is_prepared_when_a_delay_rule_is_loaded(proxy: FakeProxy,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks: list[float] = []
+    nem = Nemesis(proxy, restart=None, api_client=object(), tick_namespace="ns-tick")
+    monkeypatch.setattr(nem, "tick", lambda: ticks.append(time.time()))
+    nem.start()
+    try:
+        proxy.append("rule_added", rule={"id": "hold-it", "action": "hold"})
+        proxy.append("rule_added", rule={"id": "slow", "action": "delay_watch_events", "delay": 2})
+        wait_for(lambda: ticks, timeout=5, what="the tick Workload to be prepared")
+        nem.settle(1)
+    finally:
+        nem.stop(5)
+    assert len(ticks) == 1
