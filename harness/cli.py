@@ -9,11 +9,13 @@ Exit codes: 0 every case got the verdict its Kueue version should give; 1 some c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 from harness import versions
 from harness.errors import HarnessError
@@ -119,61 +121,95 @@ def _kubectl_too(optional: bool):
 def _cmd_up(args: argparse.Namespace) -> int:
     from harness import session
 
+    name = session.check_name(args.name)
     spec = _spec(args)
     if args.plan:
         from harness.plans import load_plan
 
         load_plan(args.plan)  # file:line errors before anything starts
-    s = session.start(spec, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept)
+    s = session.start(name, spec, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept)
+    n = session.name_option(name)
+    kubectl = (f"  kubectl {versions.KUBERNETES_VERSION} (built, if yours differs):    {s['kubectl']}\n" if s.get("kubectl")
+               else "  kubectl:                                      your own (none built: Go is not on PATH)\n")
     print(f"""
-kueue-harness session is up (Kueue {s['kueue_version']}; supervisor pid {s['supervisor']['pid']}).
+kueue-harness session {name} is up (Kueue {s['kueue_version']}; supervisor pid {s['supervisor']['pid']}).
   kubectl as admin (direct to kube-apiserver):  export KUBECONFIG={s['admin_kubeconfig']}
-  kubectl {versions.KUBERNETES_VERSION} (built, if yours differs):    {s['kubectl']}
-  Kueue talks to kube-apiserver through:        {s['proxy_url']}
+{kubectl}  Kueue talks to kube-apiserver through:        {s['proxy_url']}
   proxy control channel (loopback, token):      127.0.0.1:{s['control_port']} (token in {s['control_token_file']})""")
     if s.get("web_url"):
         print(f"  mitmweb UI (loopback only, no login):        {s['web_url']}")
     print(f"""  evidence:                                     {s['artifacts']}
-Next: `kueue-harness holds`, `kueue-harness release ID`, `kueue-harness plan load FILE`, `kueue-harness logs`,
-      `kueue-harness down` (docs/manual-session.md walks through scenario 1).""")
+Next: `kueue-harness holds{n}`, `kueue-harness release{n} ID`, `kueue-harness plan load{n} FILE`,
+      `kueue-harness logs{n}`, `kueue-harness down{n}` (docs/manual-session.md walks through scenario 1).""")
     return 0
 
 
-def _attach():
+def _attach(args: argparse.Namespace):
     from harness import session
     from harness.proxy import Proxy
 
-    return Proxy.attach(session.require_session())
+    return Proxy.attach(session.require_session(args.name))
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
     from harness import session
     from harness.procs import is_alive
 
-    s = session.read_session()
+    if args.all:
+        return _cmd_sessions(args)
+    name = session.check_name(args.name)
+    s = session.describe(name)
     if s is None:
-        print("no session is running (`kueue-harness up` starts one)")
+        print(f"no session named {name} is running (`kueue-harness up{session.name_option(name)}` starts one)."
+              + session._others(name))
         return 1
-    print(f"session: supervisor pid {s['supervisor']['pid']}, Kueue {s['kueue_version']}, started {s['started']}")
+    if s["phase"] == "starting":
+        print(f"session {name} is starting (supervisor pid {s['supervisor']['pid']}; log: {s.get('log')})")
+        return 0
     try:
-        procs = json.loads((Path(s["state"]) / "processes.json").read_text())["procs"]
+        procs = json.loads((Path(s["state"]) / "processes.json").read_text())["procs"] if s.get("state") else []
     except (OSError, ValueError):
         procs = []
+    if s["phase"] == "died":
+        print(f"session {name}: {session.died_message(s)}")
+        for r in procs:
+            left = is_alive(r["pid"], r.get("start"))
+            print(f"  {r['name']:<24} pid {r['pid']:<8} {'still running' if left else 'gone'}")
+        return 1
+    print(f"session {name}: supervisor pid {s['supervisor']['pid']}, Kueue {s['kueue_version']}, started {s['started']}")
     exited = [r["name"] for r in procs if not is_alive(r["pid"], r.get("start"))]
     for r in procs:
         print(f"  {r['name']:<24} pid {r['pid']:<8} {'EXITED' if r['name'] in exited else 'running'}")
     if "proxy" not in exited:
-        st = _attach().state()
+        st = _attach(args).state()
         print(f"  rules loaded: {len(st['rules'])}, holds: {len(st['holds'])}, proxy events: {st['events']}")
     print(f"  KUBECONFIG={s['admin_kubeconfig']}")
     if exited:
-        print(f"{', '.join(exited)} exited: see {s['artifacts']}/env/ for its log; `kueue-harness down` ends the session")
+        print(f"{', '.join(exited)} exited: see {s['artifacts']}/env/ for its log; "
+              f"`kueue-harness down{session.name_option(name)}` ends the session")
         return 1
     return 0
 
 
+def _cmd_sessions(args: argparse.Namespace) -> int:
+    from harness import session
+
+    found = session.list_sessions()
+    if not found:
+        print("no sessions (`kueue-harness up [--name NAME]` starts one)")
+        return 0
+    print(f"{'name':<16} {'state':<9} {'Kueue':<22} {'supervisor':>10}  {'started':<19}  artifacts")
+    for s in found:
+        print(f"{s['name']:<16} {s['phase']:<9} {str(s.get('kueue_version') or '-'):<22} {s['supervisor']['pid']:>10}  "
+              f"{s.get('started', ''):<19}  {s.get('artifacts', '')}")
+    for s in found:
+        if s["phase"] == "died":
+            print(f"{s['name']}: {session.died_message(s)}")
+    return 0
+
+
 def _cmd_holds(args: argparse.Namespace) -> int:
-    st = _attach().state()
+    st = _attach(args).state()
     if args.json:
         print(json.dumps(st["holds"], indent=1))
         return 0
@@ -187,23 +223,39 @@ def _cmd_holds(args: argparse.Namespace) -> int:
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
-    proxy = _attach()
+    proxy = _attach(args)
     if args.all:
         ids = proxy.release_all(why="kueue-harness release --all")
         print(f"released: {', '.join(ids) or 'nothing was held'}")
         return 0
     if not args.id:
         raise HarnessError("say which hold to release (`kueue-harness holds` lists them), or use --all")
-    proxy.release(args.id, why="kueue-harness release")
+    with _hold_remedy(args):
+        proxy.release(args.id, why="kueue-harness release")
     print(f"released {args.id}")
     return 0
 
 
 def _cmd_fail(args: argparse.Namespace) -> int:
-    proxy = _attach()
-    proxy.fail(args.id, status=args.status, reason=args.reason, message=args.message)
+    proxy = _attach(args)
+    with _hold_remedy(args):
+        proxy.fail(args.id, status=args.status, reason=args.reason, message=args.message)
     print(f"failed {args.id} with {args.status} {args.reason}")
     return 0
+
+
+@contextlib.contextmanager
+def _hold_remedy(args: argparse.Namespace) -> Iterator[None]:
+    """Add where to look to the proxy refusing a hold id (e.g. "no hold h9"); same error type and exit code."""
+    from harness import session
+    from harness.errors import ProxyError
+
+    try:
+        yield
+    except ProxyError as e:
+        if "refused" not in str(e):
+            raise
+        raise ProxyError(f"{e}. `kueue-harness holds{session.name_option(args.name)}` lists what is held now") from None
 
 
 def _cmd_plan_load(args: argparse.Namespace) -> int:
@@ -211,7 +263,7 @@ def _cmd_plan_load(args: argparse.Namespace) -> int:
 
     plan = load_plan(args.file, namespace=args.namespace)
     try:
-        _attach().load_plan(plan)
+        _attach(args).load_plan(plan)
     except HarnessError as e:
         raise HarnessError(f"{e}. Nothing of plan {plan.name} was loaded; `kueue-harness plan clear` removes "
                            "the rules loaded before") from None
@@ -220,7 +272,7 @@ def _cmd_plan_load(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan_clear(args: argparse.Namespace) -> int:
-    proxy = _attach()
+    proxy = _attach(args)
     ids = [r["rule"]["id"] for r in proxy.state()["rules"]]
     for rid in ids:
         proxy.remove_rule(rid)
@@ -231,10 +283,13 @@ def _cmd_plan_clear(args: argparse.Namespace) -> int:
 def _cmd_logs(args: argparse.Namespace) -> int:
     from harness import kueue_log, session
 
-    s = session.read_session()
-    path = Path(args.file) if args.file else Path(s["kueue_log"]) if s else None
+    s = None if args.file else session.describe(args.name)
+    # A session whose supervisor died still has its log: read it.
+    path = Path(args.file) if args.file else Path(s["kueue_log"]) if s and s.get("kueue_log") else None
     if path is None:
-        raise HarnessError("no session is running; pass --file artifacts/<run>/env/kueue.log to read a saved log")
+        name = session.check_name(args.name)
+        raise HarnessError(f"no session named {name} is running (or it is still starting); pass --file "
+                           "artifacts/<run>/env/kueue.log to read a saved log")
     if not path.is_file():
         raise HarnessError(f"{path} is not a Kueue log file (artifacts/<run>/env/kueue.log)")
     shown = 0
@@ -258,7 +313,9 @@ def _cmd_logs(args: argparse.Namespace) -> int:
 def _cmd_down(args: argparse.Namespace) -> int:
     from harness import session
 
-    print("session stopped" if session.stop() else "no session was running")
+    if args.session and args.name and args.session != args.name:
+        raise HarnessError(f"`down {args.session} --name {args.name}` names two sessions: give one")
+    print(session.stop(args.session or args.name))
     return 0
 
 
@@ -293,6 +350,10 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     from harness import bisect
 
     return bisect.cli(args)
+
+
+def _add_name(p: argparse.ArgumentParser, what: str = "the session's name (default: default)") -> None:
+    p.add_argument("--name", default=None, help=what)
 
 
 def _shipped_plans() -> str:
@@ -345,37 +406,51 @@ def main(argv: list[str] | None = None) -> int:
                                        "e.g. '~q & ~m PATCH & ~u /workloads/[^/]+/status\\b' (~u sees the query string, "
                                        "so not 'status$'); or by the addon's label: '~comment ^admission'")
     u.add_argument("--artifacts-dir", help="where the session's logs and events go")
+    _add_name(u, "a name for this session, so several can run side by side (default: default)")
     u.set_defaults(func=_cmd_up)
     st = sub.add_parser("status", help="is a session running; its processes, rules and holds")
+    _add_name(st)
+    st.add_argument("--all", action="store_true", help="list every session instead (as `kueue-harness sessions`)")
     st.set_defaults(func=_cmd_status)
+    ss = sub.add_parser("sessions", help="list the sessions: name, state (starting, running, died), Kueue, artifacts")
+    ss.set_defaults(func=_cmd_sessions)
     h = sub.add_parser("holds", help="requests and responses the proxy holds now")
     h.add_argument("--json", action="store_true")
+    _add_name(h)
     h.set_defaults(func=_cmd_holds)
     rl = sub.add_parser("release", help="let a held request or response go on")
     rl.add_argument("id", nargs="?", help="hold id from `kueue-harness holds` (h1, h2, ...)")
     rl.add_argument("--all", action="store_true", help="release every hold")
+    _add_name(rl)
     rl.set_defaults(func=_cmd_release)
     f = sub.add_parser("fail", help="answer a held request with an error instead")
     f.add_argument("id", help="hold id from `kueue-harness holds`")
     f.add_argument("--status", type=int, default=409, help="HTTP status (default 409)")
     f.add_argument("--reason", default="Conflict", help="Status reason (default Conflict)")
     f.add_argument("--message", default="injected by kueue-harness", help="Status message")
+    _add_name(f)
     f.set_defaults(func=_cmd_fail)
     pl = sub.add_parser("plan", help="fault plans")
     plsub = pl.add_subparsers(dest="plan_cmd", required=True)
     pll = plsub.add_parser("load", help="validate a plan and load it into the running proxy (all or nothing)")
     pll.add_argument("file", help=f"plan file, or a shipped name ({_shipped_plans()})")
     pll.add_argument("--namespace", help="act only on this namespace (rules that name none)")
+    _add_name(pll)
     pll.set_defaults(func=_cmd_plan_load)
     plc = plsub.add_parser("clear", help="remove every loaded rule (held flows stay held until released)")
+    _add_name(plc)
     plc.set_defaults(func=_cmd_plan_clear)
     lg = sub.add_parser("logs", help="Kueue's log of the running session (or --file), filtered")
     lg.add_argument("--grep", help="only messages containing this text")
     lg.add_argument("--workload", help="only lines about this Workload (name or ns/name)")
     lg.add_argument("--level", help="only this level (info, error, Level(-3) ...)")
     lg.add_argument("--file", help="a saved kueue.log instead of the session's")
+    _add_name(lg)
     lg.set_defaults(func=_cmd_logs)
-    d = sub.add_parser("down", help="stop the running session (does nothing if none runs)")
+    d = sub.add_parser("down", help="stop a session, or clean up after one whose supervisor died (does nothing "
+                                    "if none runs)")
+    d.add_argument("session", nargs="?", help="the session's name (default: default); same as --name")
+    d.add_argument("--name", help="the session's name (default: default)")
     d.set_defaults(func=_cmd_down)
     rp = sub.add_parser("report", help="re-check a case's evidence bundle offline and re-render its report.md "
                                        "(exit 0 when the verdict agrees with the run's)")

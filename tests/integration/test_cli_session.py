@@ -14,30 +14,47 @@ from pathlib import Path
 
 import pytest
 
+from harness.env.binaries import cache_root
 from harness.procs import is_alive
 from harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "harness.cli"]
+SESSION_COMMANDS = {"up", "status", "holds", "release", "fail", "logs", "down"}
 EXAMPLES = ROOT / "docs" / "examples"
 
 
+_names = iter(range(1_000_000))
+
+
 class Session:
-    def __init__(self, tmp: Path, kueue_version: str) -> None:
-        self.env = {**os.environ, "KUEUE_HARNESS_SESSION": str(tmp / "session.json")}
+    """One named session of the real cache (its own name, so tests never meet a user's sessions)."""
+
+    def __init__(self, tmp: Path, kueue_version: str, name: str | None = None) -> None:
+        self.env = {k: v for k, v in os.environ.items() if k != "KUEUE_HARNESS_SESSION"}
+        self.name = name or f"it-{os.getpid()}-{next(_names)}"
         self.tmp = tmp
         self.kueue_version = kueue_version
         self.info: dict = {}
 
+    @property
+    def record(self) -> Path:
+        return cache_root() / "sessions" / self.name / "session.json"
+
     def cli(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        r = subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, env=self.env, timeout=timeout)
+        """`kueue-harness ARGS --name NAME` (the name is added to every session command)."""
+        named = [*args, "--name", self.name] if args and args[0] in SESSION_COMMANDS else list(args)
+        if args[:1] == ("plan",):
+            named = [*args, "--name", self.name]
+        r = subprocess.run([*CLI, *named], capture_output=True, text=True, cwd=ROOT, env=self.env, timeout=timeout)
         if check and r.returncode != 0:
-            raise AssertionError(f"kueue-harness {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+            raise AssertionError(f"kueue-harness {' '.join(named)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
         return r
 
-    def up(self, plan: str) -> None:
-        self.cli("up", "--kueue-version", self.kueue_version, "--plan", plan, "--artifacts-dir", str(self.tmp / "art"))
-        self.info = json.loads(Path(self.env["KUEUE_HARNESS_SESSION"]).read_text())
+    def up(self, plan: str | None = None, *extra: str) -> None:
+        self.cli("up", "--kueue-version", self.kueue_version, *(["--plan", plan] if plan else []),
+                 "--artifacts-dir", str(self.tmp / f"art-{self.name}"), *extra)
+        self.info = json.loads(self.record.read_text())
 
     def kubectl(self, *args: str) -> str:
         r = subprocess.run([self.info["kubectl"], *args], capture_output=True, text=True, timeout=60,
@@ -75,6 +92,9 @@ def test_manual_walkthrough_reproduces_stuck_preemption(session):
     session.up("manual-stuck-preemption")
     again = session.cli("up", check=False)
     assert again.returncode == 2 and "already running" in again.stderr
+    refused = session.cli("release", "h99", check=False)  # README "When things go wrong": exit 7
+    assert refused.returncode == 7 and "no hold h99" in refused.stderr and "kueue-harness holds" in refused.stderr, \
+        refused.stderr
     session.kubectl("apply", "-f", str(EXAMPLES / "seed-queues.yaml"))
     session.kubectl("create", "-f", str(EXAMPLES / "job1.yaml"))
 
@@ -138,7 +158,7 @@ def test_up_fails_fast_when_the_environment_cannot_start(tmp_path, kueue_version
 
 def test_two_racing_ups_start_one_session(tmp_path, kueue_version):
     s = Session(tmp_path, kueue_version)
-    args = [*CLI, "up", "--kueue-version", kueue_version, "--artifacts-dir", str(tmp_path / "art")]
+    args = [*CLI, "up", "--name", s.name, "--kueue-version", kueue_version, "--artifacts-dir", str(tmp_path / "art")]
     procs = [subprocess.Popen(args, cwd=ROOT, env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]
     try:
@@ -146,25 +166,107 @@ def test_two_racing_ups_start_one_session(tmp_path, kueue_version):
         codes = sorted(p.returncode for p in procs)
         assert codes == [0, 2], results
         refused = next(err for (out, err), p in zip(results, procs) if p.returncode == 2)
-        assert "starting a session right now" in refused or "already running" in refused
-        s.info = json.loads(Path(s.env["KUEUE_HARNESS_SESSION"]).read_text())
+        assert f"is starting session {s.name} right now" in refused or "already running" in refused
+        s.info = json.loads(s.record.read_text())
     finally:
         s.down()
 
 
 def test_down_during_a_starting_up_says_so(tmp_path, kueue_version):
     s = Session(tmp_path, kueue_version)
-    up = subprocess.Popen([*CLI, "up", "--kueue-version", kueue_version, "--artifacts-dir", str(tmp_path / "art")],
-                          cwd=ROOT, env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    up = subprocess.Popen([*CLI, "up", "--name", s.name, "--kueue-version", kueue_version, "--artifacts-dir",
+                           str(tmp_path / "art")], cwd=ROOT, env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
     try:
-        lock = Path(s.env["KUEUE_HARNESS_SESSION"]).with_suffix(".lock")
-        wait_for(lambda: lock.exists(), timeout=30, what="`up` to take its lock")
+        wait_for(lambda: s.record.is_file() and json.loads(s.record.read_text())["phase"] == "starting", timeout=30,
+                 what="`up` to record the starting session")
         r = s.cli("down", check=False)
         assert r.returncode == 2 and "starting right now" in r.stderr, (r.stdout, r.stderr)
         up.communicate(timeout=600)
         assert up.returncode == 0
-        s.info = json.loads(Path(s.env["KUEUE_HARNESS_SESSION"]).read_text())
+        s.info = json.loads(s.record.read_text())
     finally:
         if up.poll() is None:
             up.kill()
         s.down()
+
+
+def test_sigterm_to_a_starting_up_stops_the_real_environment(tmp_path, kueue_version):
+    """SIGTERM while the real components start: `up` stops them all, says so, and leaves no session."""
+    s = Session(tmp_path, kueue_version)
+    up = subprocess.Popen([*CLI, "up", "--name", s.name, "--kueue-version", kueue_version, "--artifacts-dir",
+                           str(tmp_path / "art")], cwd=ROOT, env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+    try:
+        # Once kube-apiserver is recorded the environment is half up.
+        def half_up() -> list[dict] | None:
+            rec = json.loads(s.record.read_text()) if s.record.is_file() else {}
+            sup = rec.get("supervisor", {})
+            for f in (cache_root() / "runs").glob("*/processes.json"):
+                data = json.loads(f.read_text())
+                if data["owner"]["pid"] == sup.get("pid") and any(r["name"] == "kube-apiserver" for r in data["procs"]):
+                    return data["procs"]
+            return None
+
+        procs = wait_for(half_up, timeout=120, what="the session's kube-apiserver to be started")
+        sup = json.loads(s.record.read_text())["supervisor"]
+        up.terminate()
+        out, err = up.communicate(timeout=90)
+        assert up.returncode == 143, err
+        assert "interrupted by SIGTERM while session" in err, err
+        assert not is_alive(sup["pid"], sup["start"])
+        left = [r["name"] for r in procs if is_alive(r["pid"], r.get("start"))]
+        assert not left, f"{left} still run after `up` was stopped"
+        assert not s.record.exists()
+    finally:
+        if up.poll() is None:
+            up.kill()
+        s.down()
+
+
+def test_a_killed_supervisor_is_reported_and_down_cleans_up(tmp_path, kueue_version):
+    s = Session(tmp_path, kueue_version)
+    try:
+        s.up()
+        state = Path(s.info["state"])
+        procs = json.loads((state / "processes.json").read_text())["procs"]
+        sup = s.info["supervisor"]
+        os.kill(sup["pid"], 9)
+        wait_for(lambda: not is_alive(sup["pid"], sup["start"]), timeout=10, what="the supervisor to die")
+        st = s.cli("status", check=False)
+        assert st.returncode == 1
+        assert f"the session's supervisor pid {sup['pid']} died; logs in {s.info['artifacts']}" in st.stdout, st.stdout
+        assert f"`kueue-harness down --name {s.name}` cleans up" in st.stdout
+        assert s.cli("holds", check=False).returncode == 2
+        assert s.cli("logs", "--grep", "Starting").returncode == 0, "a dead session's log stays readable"
+        d = s.cli("down")
+        assert "had died" in d.stdout, d.stdout
+        assert not state.exists(), "down must remove the state folder (keys, tokens)"
+        left = [r["name"] for r in procs if is_alive(r["pid"], r.get("start"))]
+        assert not left, f"{left} still run after `down`"
+        assert not s.record.exists()
+    finally:
+        s.down()
+
+
+def test_two_named_sessions_run_side_by_side(tmp_path):
+    """`up --name old --kueue-version v0.17.0` and `up --name new --kueue-version v0.17.4` at once."""
+    old = Session(tmp_path, "v0.17.0", name=f"old-{os.getpid()}")
+    new = Session(tmp_path, "v0.17.4", name=f"new-{os.getpid()}")
+    try:
+        old.up()
+        new.up()
+        listing = old.cli("sessions").stdout
+        rows = {line.split()[0]: line.split()[1:3] for line in listing.splitlines()[1:]}
+        assert rows[old.name] == ["running", "v0.17.0"] and rows[new.name] == ["running", "v0.17.4"], listing
+        assert old.cli("status", "--all").stdout == listing
+        for s in (old, new):
+            assert s.info["api_url"] != (new if s is old else old).info["api_url"]
+            s.kubectl("apply", "-f", str(EXAMPLES / "seed-queues.yaml"))
+            assert json.loads(s.cli("holds", "--json").stdout) == []
+        old.down()
+        assert new.cli("status").returncode == 0, "stopping one session must leave the other running"
+        new.kubectl("get", "clusterqueues")
+    finally:
+        old.down()
+        new.down()

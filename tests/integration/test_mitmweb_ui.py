@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from harness.env.binaries import cache_root
 from harness.procs import is_alive
 from harness.waiting import wait_for
 
@@ -77,14 +78,15 @@ def _harness(env: dict[str, str], *args: str, timeout: float) -> subprocess.Comp
 
 @pytest.fixture
 def ui_session(tmp_path: Path, kueue_version: str, artifacts_dir: Path):
-    """`kueue-harness up --ui --intercept INTERCEPT` with its own session file; `down` at the end, then
+    """`kueue-harness up --name ui-<pid> --ui --intercept INTERCEPT` (a session of its own); `down` at the end, then
     every process the session recorded (and its supervisor) must be gone."""
-    env = {**os.environ, "KUEUE_HARNESS_SESSION": str(tmp_path / "session.json")}
+    env = {k: v for k, v in os.environ.items() if k != "KUEUE_HARNESS_SESSION"}
+    name = f"ui-{os.getpid()}"  # a session of its own, beside any the user runs
     evidence = artifacts_dir / "mitmweb-ui"
     started: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
 
     def down() -> None:
-        r = _harness(env, "down", timeout=120)
+        r = _harness(env, "down", name, timeout=120)
         assert r.returncode == 0, f"`kueue-harness down` failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
         for sup, recs in started:
             left = lambda: [r["name"] for r in recs if is_alive(r["pid"], r.get("start"))]  # noqa: E731
@@ -92,10 +94,10 @@ def ui_session(tmp_path: Path, kueue_version: str, artifacts_dir: Path):
                      what="the session's supervisor and processes to exit after `down`", describe=left)
 
     try:
-        r = _harness(env, "up", "--ui", "--intercept", INTERCEPT, "--kueue-version", kueue_version,
+        r = _harness(env, "up", "--name", name, "--ui", "--intercept", INTERCEPT, "--kueue-version", kueue_version,
                      "--artifacts-dir", str(evidence / "session"), timeout=1500)
         assert r.returncode == 0, f"`kueue-harness up --ui` failed ({r.returncode}):\n{r.stdout}\n{r.stderr[-3000:]}"
-        s = json.loads((tmp_path / "session.json").read_text())
+        s = json.loads((cache_root() / "sessions" / name / "session.json").read_text())
         # What `down` must stop, read while it runs (stopping empties processes.json).
         recs = json.loads((Path(s["state"]) / "processes.json").read_text())["procs"]
         started.append((s["supervisor"], recs))
