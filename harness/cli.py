@@ -452,10 +452,12 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("session", nargs="?", help="the session's name (default: default); same as --name")
     d.add_argument("--name", help="the session's name (default: default)")
     d.set_defaults(func=_cmd_down)
-    rp = sub.add_parser("report", help="re-check a case's evidence bundle offline and re-render its report.md "
-                                       "(exit 0 when the verdict agrees with the run's)")
+    rp = sub.add_parser("report", help="re-check a case's evidence bundle offline into report.recheck.md (exit 0 "
+                                       "when the verdict agrees with the run's, 1 when it differs, 8 when the "
+                                       "bundle cannot be read)")
     rp.add_argument("bundle", help="a bundle folder (artifacts/<run>/cases/<case>) or its .tar.gz")
-    rp.add_argument("--out", help="where report.md goes (default: the folder; for an archive <archive>.recheck/)")
+    rp.add_argument("--out", help="folder for report.recheck.md (default: the bundle folder; for an archive "
+                                  "<archive>.recheck/, where it is unpacked); report.md is never rewritten")
     rp.add_argument("--liveness-bound", type=float, default=15.0,
                     help="seconds a preempting Workload may take to get quota (default 15, as the seed case)")
     rp.set_defaults(func=_cmd_report)

@@ -12,7 +12,7 @@ from harness import actions
 from harness.checkers import Finding
 from harness.checkers.bounds import LIVENESS_BOUND
 from harness.names import Names, case_t0 as _t0
-from harness.report.bundle import recheck, selection_of
+from harness.report.bundle import recheck as run_checkers, selection_of
 from harness.report.diagram import diagram_lines
 
 INVARIANTS = {
@@ -61,14 +61,28 @@ def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names) -> list[lis
     return rows
 
 
+def _map(v: Any) -> Mapping[str, Any]:
+    """`v` if it is a mapping, else {} (a bundle.json field of the wrong type is shown as absent)."""
+    return v if isinstance(v, Mapping) else {}
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
-                  bound: float | None = None) -> tuple[str, str, list[Finding]]:
+                  bound: float | None = None, notes: Sequence[str] = (),
+                  recheck: bool = False) -> tuple[str, str, list[Finding]]:
     """report.md for a bundle. `meta` is bundle.json. Returns (markdown, re-checked verdict, findings).
     The checkers are the ones the run declared (bundle.json "checkers"); `bound` (seconds) overrides the
-    liveness bound. Deterministic: the same bundle renders the same bytes (no clock, no host names)."""
+    liveness bound; `notes`: what is wrong with the bundle (a section of their own); `recheck`: this is
+    `kueue-harness report`'s report.recheck.md, not the run's report.md. Fields of bundle.json that are
+    only shown and have the wrong type are shown as absent. Deterministic: the same bundle renders the
+    same bytes (no clock, no host names)."""
     names = Names(history, meta.get("namespace", ""), meta.get("prefix", ""))
+    bound_given = bound is not None
     selection = selection_of(meta, bound)
-    verdict, findings = recheck(history, objects, names=names, selection=selection)
+    verdict, findings = run_checkers(history, objects, names=names, selection=selection)
     bound = float((selection.checkers.get("liveness") or {}).get("bound", LIVENESS_BOUND))
     recorded = meta.get("verdict", "?")
     t0 = _t0(history)
@@ -76,13 +90,16 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
     inv = next((e.get("invariant") for e in history if e.get("event") == "verdict" and e.get("invariant")), None)
     invariants = [inv] if inv in INVARIANTS else [f.check for f in findings if f.bearing and f.result != "not applicable"]
     inv_text = "; ".join(f"**{i}**: {INVARIANTS[i].format(bound=bound)}" for i in dict.fromkeys(invariants) if i in INVARIANTS)
-    bug = meta.get("bug") or {}
+    bug = _map(meta.get("bug"))
     gates = meta.get("feature_gates")
     gates_text = ", ".join(f"{k}={str(v).lower()}" for k, v in gates.items()) if isinstance(gates, Mapping) and gates else "Kueue's defaults"
     if isinstance(gates, Mapping):
         gates_text += " (all others: Kueue's defaults)"
     agree = "agrees" if verdict == recorded else "**differs** from the run's verdict"
     out = [f"# {case_short}: {recorded}", ""]
+    if recheck:
+        out += [f"Re-checked offline by `kueue-harness report`{f' with liveness bound {bound:g}s' if bound_given else ''}; "
+                "the run's own report is report.md beside this file.", ""]
     rows = [
         ["verdict", f"**{recorded}** (expected: {meta.get('expected', '?')}); offline re-check from history.jsonl: "
                     f"{verdict} ({agree})"],
@@ -91,12 +108,12 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
     ]
     if bug:
         fixed = f"; fixed in {', '.join(bug['fixed_in'])}" if bug.get("fixed_in") else ""
-        on = bug.get("on_this_build") or {}
+        on = _map(bug.get("on_this_build"))
         here = f"<br>on this build: **{on.get('status')}**: {on.get('reason')}" if on else ""
         rows.append(["known bug", f"{bug.get('issue')}: {bug.get('summary')} (affected: "
                                   f"{', '.join(bug.get('affected', []))}{fixed}){here}"])
-    kb = meta.get("kueue") or {}
-    built = kb.get("build") or {}
+    kb = _map(meta.get("kueue"))
+    built = _map(kb.get("build"))
     kueue_cell = str(meta.get("kueue_version", "?"))
     if kb.get("commit"):
         kueue_cell += f" (commit `{str(kb['commit'])[:12]}`)"
@@ -109,9 +126,11 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         ["target", str(meta.get("target", "?"))],
         ["namespace", f"`{meta.get('namespace', names.ns)}`"],
         ["Workloads", "<br>".join(names.legend()) or "-"],
-        ["started", f"{_utc(t0)}; the case ran {meta.get('seconds', 0):.1f}s" if meta.get("seconds") else _utc(t0)],
+        ["started", f"{_utc(t0)}; the case ran {_num(meta.get('seconds')):.1f}s" if _num(meta.get("seconds")) else _utc(t0)],
     ]
     out += _table(rows, ["", ""]) + [""]
+    if notes:
+        out += ["## Problems with this bundle", ""] + [f"- {n}" for n in notes] + [""]
     if meta.get("detail") or meta.get("message"):
         out += ["## What the case reported", "", "```", str(meta.get("message") or meta.get("detail")).strip(), "```", ""]
     out += ["## Fault plan", ""]
@@ -129,19 +148,21 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
             f"Re-run offline from history.jsonl and objects.yaml (`kueue-harness report`); liveness bound {bound:g}s.", ""]
     out += _table([[f.check, f.result if f.bearing else f"{f.result} (does not decide the verdict)", f.evidence]
                    for f in findings], ["check", "result", "evidence"]) + [""]
-    files = meta.get("files") or {}
+    files = _map(meta.get("files"))
     if files:
         out += ["## Files", ""]
-        out += _table([[f"[`{n}`]({n})", f"{s:,}", _FILE_NOTES.get(n, "")] for n, s in files.items()],
+        out += _table([[f"[`{n}`]({n})", f"{s:,}" if _num(s) is not None else str(s), _FILE_NOTES.get(n, "")]
+                       for n, s in files.items()],
                       ["file", "bytes", "what"]) + [""]
-    red = meta.get("redaction") or {}
+    red = _map(meta.get("redaction"))
     if red:
         out += [f"Redaction: Authorization headers, bearer tokens, private keys and this run's "
                 f"{red.get('secrets', 0)} secret values were removed before writing; a scan of every file for "
                 f"them found {len(red.get('found', []))} {'leak' if len(red.get('found', [])) == 1 else 'leaks'}.", ""]
     out += ["## Re-check offline", "", "```sh",
             f"kueue-harness report {meta.get('slug', 'BUNDLE')}.tar.gz   # or the bundle's folder", "```",
-            "prints the re-checked verdict and rewrites report.md from history.jsonl + objects.yaml; "
+            "prints the re-checked verdict and writes report.recheck.md from history.jsonl + objects.yaml "
+            "(report.md stays as the run wrote it); "
             "`mitmweb -r flows.mitm` shows the flows.", ""]
     return "\n".join(out), verdict, findings
 

@@ -1,18 +1,20 @@
 """Offline: `kueue-harness report BUNDLE` re-runs the checkers on a bundle (folder or .tar.gz) and
-writes a fresh report.md; no cluster is needed.
+writes report.recheck.md beside the run's own report.md (never over it); no cluster is needed.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import shutil
-import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.checkers import Finding
-from harness.report.bundle import BundleError, history_problems, load_history, load_objects
+from harness.errors import HarnessError
+from harness.report.bundle import (
+    BundleError, extract_archive, history_problems, load_history, load_meta, load_objects, objects_problem,
+)
 from harness.report.markdown import render_report
 
 # =====================================================================================================
@@ -22,28 +24,42 @@ from harness.report.markdown import render_report
 @dataclass
 class Recheck:
     """What `report_bundle` found: the bundle folder it read, the run's recorded verdict, the re-checked
-    one, the findings and the report.md it wrote."""
+    one, the findings, the report it wrote (report.recheck.md) and what is wrong with the bundle (`notes`:
+    missing files, departures from docs/history.md)."""
 
     folder: Path
     recorded: str
     verdict: str
     findings: list[Finding]
     report: Path
+    notes: list[str] = field(default_factory=list)
 
 
-def _extract(archive: Path, into: Path) -> Path:
-    with tarfile.open(archive) as tf:
-        tops = {m.name.split("/")[0] for m in tf.getmembers()}
-        if len(tops) != 1:
-            raise BundleError(f"{archive}: expected one bundle folder inside, found {sorted(tops)}")
-        tf.extractall(into, filter="data")
-    return into / tops.pop()
+#: The re-check's report: never report.md, which is the run's own record.
+RECHECK_NAME = "report.recheck.md"
+
+
+def check_bound(bound: float | None) -> float | None:
+    """`bound` if it is a usable liveness bound (seconds: finite, above 0) or None; else HarnessError
+    (exit code 2) saying what is."""
+    if bound is None:
+        return None
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound) or bound <= 0:
+        raise HarnessError(f"--liveness-bound must be a number of seconds above 0, finite, got {bound!r} "
+                           "(e.g. --liveness-bound 15, the seed cases' bound)")
+    return float(bound)
 
 
 def report_bundle(bundle: Path, out: Path | None = None, bound: float | None = None) -> Recheck:
-    """Re-run the checkers on a bundle (folder or .tar.gz) and write report.md: into the folder itself,
-    or for an archive into `out` (default: `<archive>.recheck/` beside it). No cluster is needed.
-    Raises BundleError if history.jsonl or bundle.json is missing or malformed."""
+    """Re-run the checkers on a bundle (folder or .tar.gz) and write report.recheck.md: into the bundle
+    folder, for an archive into `<archive>.recheck/` (the archive's files unpacked there), or into `out`
+    (a folder; an archive is unpacked there too). The recorded report.md is never rewritten. `bound`:
+    liveness bound in seconds (None: the run's). No cluster is needed.
+
+    Raises HarnessError (exit 2) for a bound that is not a positive finite number, BundleError (exit 8)
+    when the archive is damaged or breaks the extraction limits, or history.jsonl / bundle.json is
+    missing or malformed; OSError when the output folder cannot be written."""
+    bound = check_bound(bound)
     bundle = Path(bundle)
     if not bundle.exists():
         raise BundleError(f"{bundle} does not exist: give a bundle folder (artifacts/<run>/cases/<case>) or its .tar.gz")
@@ -52,33 +68,34 @@ def report_bundle(bundle: Path, out: Path | None = None, bound: float | None = N
         dest = Path(out) if out else folder
     else:
         dest = Path(out) if out else bundle.with_name(bundle.name.removesuffix(".gz").removesuffix(".tar") + ".recheck")
-        with tempfile.TemporaryDirectory() as tmp:
-            src = _extract(bundle, Path(tmp))
-            dest.mkdir(parents=True, exist_ok=True)
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=dest) as tmp:
+            src = extract_archive(bundle, Path(tmp))
             for p in src.iterdir():
                 if p.is_file():
-                    shutil.copy2(p, dest / p.name)
+                    shutil.move(p, dest / p.name)
         folder = dest
-    try:
-        meta = json.loads((folder / "bundle.json").read_text())
-    except (OSError, ValueError) as e:
-        raise BundleError(f"{folder}/bundle.json: {e}. Is this a kueue-harness bundle (docs/evidence.md)?") from None
+    meta = load_meta(folder)
     history = load_history(folder / "history.jsonl")
     objects = load_objects(folder / "objects.yaml")
-    md, verdict, findings = render_report(meta, history, objects, bound)
+    notes = [p for p in [objects_problem(folder / "objects.yaml")] if p]
+    notes += [f"history.jsonl departs from docs/history.md: {p}" for p in history_problems(history)]
+    md, verdict, findings = render_report(meta, history, objects, bound, notes=notes, recheck=True)
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "report.md").write_text(md)
-    return Recheck(folder, str(meta.get("verdict", "?")), verdict, findings, dest / "report.md")
+    target = dest / RECHECK_NAME
+    target.write_text(md)
+    return Recheck(folder, str(meta.get("verdict", "?")), verdict, findings, target, notes)
 
 
 def cli(bundle: str, out: str | None = None, bound: float | None = None) -> int:
-    """`kueue-harness report`: print the findings and the verdict; exit 0 when the re-checked verdict is
-    the run's recorded one, 1 when it differs."""
+    """`kueue-harness report`: print the findings and the verdict; returns the exit code: 0 when the
+    re-checked verdict is the run's recorded one, 1 when it differs. Raises as `report_bundle` (the CLI
+    prints those errors and exits 2 or 8)."""
     r = report_bundle(Path(bundle), Path(out) if out else None, bound)
     print(f"{r.folder.name}: re-checked offline from history.jsonl + objects.yaml with the run's checkers"
           + (f" (liveness bound {bound:g}s)" if bound is not None else ""))
-    for p in history_problems(load_history(r.folder / "history.jsonl")):
-        print(f"  note: history.jsonl departs from docs/history.md: {p}")
+    for n in r.notes:
+        print(f"  note: {n}")
     for f in r.findings:
         print(f"  {f.check:<20} {f.result:<15} {f.evidence}")
     same = r.verdict == r.recorded

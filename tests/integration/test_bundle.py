@@ -138,4 +138,5 @@ def test_bundle_rechecks_offline(artifacts_dir, tmp_path):
     archive = artifacts_dir / "cases" / (_slug(f"x::{_BUNDLE_CASE}") + ".tar.gz")
     r = report.report_bundle(archive, out=tmp_path / "recheck")
     assert (r.recorded, r.verdict) == ("passed", "passed"), [f.evidence for f in r.findings]
-    assert (tmp_path / "recheck" / "report.md").read_text().startswith(f"# {_BUNDLE_CASE}: passed")
+    assert (tmp_path / "recheck" / "report.recheck.md").read_text().startswith(f"# {_BUNDLE_CASE}: passed")
+    assert (tmp_path / "recheck" / "report.md").read_text().startswith(f"# {_BUNDLE_CASE}: passed")  # the run's own

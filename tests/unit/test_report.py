@@ -304,22 +304,22 @@ def test_cli_report_exit_codes(tmp_path, capsys):
     assert cli.main(["report", str(d)]) == 0
     out = capsys.readouterr().out
     assert "verdict: reproduced (recorded at run time: reproduced) — agrees" in out
-    assert (d / "report.md").read_text().startswith("# t: reproduced")
+    assert (d / "report.recheck.md").read_text().startswith("# t: reproduced")
     (d / "bundle.json").write_text(json.dumps({"case": "t", "verdict": "passed", "namespace": NS}))
     assert cli.main(["report", str(d)]) == 1
     assert "DIFFERS" in capsys.readouterr().out
-    assert cli.main(["report", str(tmp_path / "nope")]) == 2
+    assert cli.main(["report", str(tmp_path / "nope")]) == 8  # a bundle that cannot be read
     (d / "bundle.json").unlink()
-    assert cli.main(["report", str(d)]) == 2
+    assert cli.main(["report", str(d)]) == 8
     assert "bundle.json" in capsys.readouterr().err
 
 
 def test_report_is_deterministic(tmp_path):
     d = _bundle(tmp_path, "reproduced")
     report.report_bundle(d)
-    first = (d / "report.md").read_bytes()
+    first = (d / "report.recheck.md").read_bytes()
     report.report_bundle(d)
-    assert (d / "report.md").read_bytes() == first
+    assert (d / "report.recheck.md").read_bytes() == first
 
 
 def test_a_job_is_drawn_before_kueue_reacts_to_it():

@@ -36,7 +36,7 @@ def test_offline_recheck_reproduces_the_recorded_verdict(slug, tmp_path):
     assert r.verdict == verdict, [f"{f.check}: {f.result}: {f.evidence}" for f in r.findings]
     broken = [f.check for f in r.findings if f.result == "violated"]
     assert broken == ([violated] if violated else [])
-    md = (tmp_path / "out" / "report.md").read_text()
+    md = (tmp_path / "out" / "report.recheck.md").read_text()
     assert md.startswith(f"# {json.loads((r.folder / 'bundle.json').read_text())['case'].split('::')[-1]}: {verdict}")
     assert f"offline re-check from history.jsonl: {verdict} (agrees)" in md
 
