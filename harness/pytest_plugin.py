@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from harness import kueue_log, versions
 from harness.errors import HarnessError
@@ -263,16 +262,18 @@ class CaseContext:
         events = self.proxy.events() if self.proxy is not None else []
         return self.history.merged(events, self._log_lines, self.workload_keys)
 
-    def objects(self) -> dict[str, list[dict[str, Any]]]:
-        """The case's Workloads, Jobs and ClusterQueues now (direct reads), without managedFields."""
+    def objects(self, managed_fields: bool = False) -> dict[str, list[dict[str, Any]]]:
+        """The case's Workloads, Jobs and ClusterQueues now (direct reads); without metadata.managedFields
+        unless `managed_fields` (the bundle keeps them apart: managed-fields.yaml)."""
         objs = {
             "workloads": self.cluster.list("Workload", self.ns),
             "jobs": [self.cluster.api.sanitize_for_serialization(j) for j in self.cluster.batch.list_namespaced_job(self.ns).items],
             "clusterqueues": [c for c in self.cluster.list("ClusterQueue") if c["metadata"]["name"].startswith(self.prefix)],
         }
-        for group in objs.values():
-            for o in group:
-                (o.get("metadata") or {}).pop("managedFields", None)
+        if not managed_fields:
+            for group in objs.values():
+                for o in group:
+                    (o.get("metadata") or {}).pop("managedFields", None)
         return objs
 
     def names(self, history: list[dict[str, Any]]) -> Names:
@@ -434,8 +435,13 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
     from harness import report
 
     entry = request.config.stash[_VERDICTS_KEY].get(request.node.nodeid, {})
-    outcome = {**entry, "message": getattr(request.node, "_kh_message", ""),
-               "target": request.config.getoption("--target", "local"), "checkers": ctx.selection.checkers}
+    target = request.config.getoption("--target", "local")
+    try:
+        rerun = report.write.rerun_command(request.node.nodeid, request.config.stash[_SPEC_KEY].cli_args(), target)
+    except Exception:  # noqa: BLE001 - evidence is best effort
+        rerun = None
+    outcome = {**entry, "message": getattr(request.node, "_kh_message", ""), "target": target,
+               "checkers": ctx.selection.checkers, "rerun": rerun}
     if problems:
         outcome.update(verdict="error", detail="; ".join(problems))
     bug = _bug(request.node)
@@ -453,11 +459,13 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
 
 
 def _dump_objects(ctx: CaseContext, objs: dict[str, Any] | None = None) -> None:
-    """objects.yaml: the objects the verdict was judged on (or, for a case that reached no verdict, the
-    objects at its end)."""
+    """objects.yaml and managed-fields.yaml: the objects the verdict was judged on (or, for a case that
+    reached no verdict, the objects at its end), their managedFields apart (harness/report/write.py)."""
+    from harness.report.write import dump_objects
+
     try:
-        objs = objs if objs is not None else ctx.objects()
-        (ctx.dir / "objects.yaml").write_text(yaml.safe_dump(objs, sort_keys=False))
+        objs = objs if objs is not None else ctx.objects(managed_fields=True)
+        dump_objects(ctx.dir, objs)
     except Exception as e:  # noqa: BLE001 - evidence is best effort; the verdict is already decided
         (ctx.dir / "objects.yaml").write_text(f"# could not read final objects: {e}\n")
 
@@ -487,11 +495,16 @@ def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = 
     if raised is not None:
         sel = Selection({k: v for k, v in sel.checkers.items() if REGISTRY[k].kind == "assumption"})
     history = ctx.snapshot()
-    objs = ctx.objects()
+    objs = ctx.objects(managed_fields=True)  # the checkers ignore managedFields; the bundle keeps them
     v = compose(sel, history, objs, ctx.names(history))
     invariants = [n for n in sel.checkers if REGISTRY[n].kind == "invariant"]
+    # What the checkers saw, per source: Kueue's log and the proxy's events reach the harness a little late,
+    # so the offline re-check judges exactly these events (harness/checkers/base.py within_case).
+    seen: dict[str, float] = {}
+    for e in history:
+        seen[e["source"]] = max(seen.get(e["source"], e["ts"]), e["ts"])
     ctx.record("verdict", invariant=",".join(invariants) or "none", held=v.verdict == "passed", verdict=v.verdict,
-               reason=v.reason, kueue=ctx.kueue_state())
+               reason=v.reason, kueue=ctx.kueue_state(), seen=seen)
     _dump_objects(ctx, objs)
     detail = "\n".join(f"  {f.check}: {f.result}: {f.evidence}" for f in v.findings
                        if f.result not in ("held", "not applicable") or not f.assumption)

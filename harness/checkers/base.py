@@ -101,7 +101,12 @@ def run_safely(checker: Any, history: History, objects: Objects, names: Names) -
 
 
 def compose(selection: Selection, history: History, objects: Objects, names: Names | None = None) -> Verdict:
-    """Run `selection`'s checkers over `history` and `objects` and decide the verdict (module docstring)."""
+    """Run `selection`'s checkers over `history` and `objects` and decide the verdict (module docstring).
+    A history whose repeated log lines were summarised (`log_repeated`, harness/repeats.py) is expanded
+    first, so the checkers judge it exactly as the full one."""
+    from harness import repeats
+
+    history = repeats.expand(history)
     names = names or Names(history)
     findings: list[Finding] = []
     for checker in selection.build():
@@ -135,10 +140,47 @@ def case_end(history: History) -> float:
     return max((e["ts"] for e in history), default=0.0)
 
 
+#: Slack (seconds) when comparing a time with the verdict's `seen` times: a summarised log line's time is
+#: rebuilt to the microsecond (harness/repeats.py).
+SEEN_SLACK = 1e-6
+
+
+def verdict_event(history: History) -> Mapping[str, Any] | None:
+    """The harness's first `verdict` event, or None (a history judged live has none yet)."""
+    return next((e for e in history if e.get("source") == "harness" and e.get("event") == "verdict"), None)
+
+
+def _seen(history: History) -> Mapping[str, float] | None:
+    v = verdict_event(history)
+    seen = v.get("seen") if v is not None else None
+    if not isinstance(seen, Mapping) or not all(isinstance(t, (int, float)) for t in seen.values()):
+        return None
+    return seen
+
+
 def within_case(history: History) -> list[Mapping[str, Any]]:
-    """The events up to the case's end (what the live verdict saw; later events are clean-up)."""
+    """What the live verdict judged: the events up to the case's end (later events are clean-up). When the
+    verdict records `seen` (per source, the time of the last event the live checkers had: Kueue's log and
+    the proxy's events reach the harness a little late), only the events of each source up to that time,
+    and the verdict event itself; so an offline re-check judges exactly what the live verdict judged."""
     end = case_end(history)
-    return [e for e in history if e["ts"] <= end]
+    seen = _seen(history)
+    if seen is None:
+        return [e for e in history if e["ts"] <= end]
+    v = verdict_event(history)
+    return [e for e in history if e is v or (e["ts"] <= end and e.get("source") in seen
+                                             and e["ts"] <= seen[e["source"]] + SEEN_SLACK)]
+
+
+def observed_until(history: History) -> float:
+    """Until when the case was observed when it was judged (epoch seconds): the latest of the verdict's
+    `seen` times, else the last event before the verdict, else the last event."""
+    seen = _seen(history)
+    if seen:
+        return max(float(t) for t in seen.values())
+    v = verdict_event(history)
+    before = [e["ts"] for e in history if e is not v and (v is None or e["ts"] <= v["ts"])]
+    return max(before, default=max((e["ts"] for e in history), default=0.0))
 
 
 def fault_lifts(history: History) -> list[float]:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from harness import checks, kueue_log
 from harness.checkers.base import (
-    Finding, History, Objects, cond_text, conditions_of, fault_lifts, register, within_case,
+    Finding, History, Objects, cond_text, conditions_of, fault_lifts, observed_until, register, within_case,
 )
 from harness.checkers.bounds import LIVENESS_BOUND, STUCK_LINES
 from harness.names import Names, case_t0, kobj_key
@@ -135,7 +135,7 @@ class Liveness:
                             "Kueue logged no preemption for the case's Workloads, and the case named no Workload "
                             "that must get quota, so none waited.")]
         lifts = fault_lifts(history)
-        end = max(e["ts"] for e in history)
+        end = observed_until(history)  # as far as the live verdict had seen (base.within_case)
         t0 = case_t0(history)
         final = {checks.workload_key(w): w for w in objects.get("workloads") or []}
         out = []
@@ -156,7 +156,7 @@ class Liveness:
                 took = (f"{quota_at[0] - start:.2f}s after {since}" if quota_at[0] >= start else
                         f"{quota_at[0] - d['first']:.2f}s after it started waiting, before the last fault was lifted")
                 out.append(Finding(self.name, "held", f"{who} got quota",
-                                   f"{who} {waited} and got quota at t={quota_at[0] - t0:.2f}s, {took} "
+                                   f"{who} {waited} and got quota at t={quota_at[0] - t0:.3f}s, {took} "
                                    f"(bound {self.bound:g}s)."))
                 continue
             state = ""
@@ -170,18 +170,18 @@ class Liveness:
             stuck = None if quota_at else next(
                 (s for t in sorted(d["targets"]) if (s := _stuck(history, key, t, start))), None)
             if quota_at:
-                out.append(Finding(self.name, "violated", f"{who} got quota only after {quota_at[0] - start:.1f}s",
+                out.append(Finding(self.name, "violated", f"{who} got quota only after {quota_at[0] - start:.2f}s",
                                    f"{who} {waited}; it got quota {quota_at[0] - start:.2f}s after {since} "
-                                   f"(t={start - t0:.2f}s), more than the bound of {self.bound:g}s.{state}"))
+                                   f"(t={start - t0:.3f}s), more than the bound of {self.bound:g}s.{state}"))
             elif stuck:
-                out.append(Finding(self.name, "violated", f"{who} is stuck: got no quota ({observed:.1f}s, conclusive)",
+                out.append(Finding(self.name, "violated", f"{who} is stuck: got no quota ({observed:.2f}s, conclusive)",
                                    f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
-                                   f"(t={start - t0:.2f}s). Conclusive before the bound of {self.bound:g}s: "
+                                   f"(t={start - t0:.3f}s). Conclusive before the bound of {self.bound:g}s: "
                                    f"{names.text(stuck)}.{state}"))
             elif observed >= self.bound:
-                out.append(Finding(self.name, "violated", f"{who} got no quota in {observed:.1f}s",
+                out.append(Finding(self.name, "violated", f"{who} got no quota in {observed:.2f}s",
                                    f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
-                                   f"(t={start - t0:.2f}s; bound {self.bound:g}s).{state}"))
+                                   f"(t={start - t0:.3f}s; bound {self.bound:g}s).{state}"))
             else:
                 out.append(Finding(self.name, "inconclusive", f"{who}: history too short",
                                    f"{who} had no quota yet, but the history ends {observed:.2f}s after {since}, "

@@ -210,6 +210,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("proxy", "signalled"): ("rule", "action", "why"),
     ("proxy", "signal_done"): ("rule", "action", "ok", "since_signalled"),
     ("kueue", "log"): ("msg", "fields"),
+    ("kueue", "log_repeated"): ("msg", "fields", "count", "first", "last", "offsets_us"),
 }
 WRITE_FIELDS = ("kind", "namespace", "name", "write", "method", "subresource", "field_manager", "patch_type",
                 "strict", "resource_version", "conditions", "admission_cluster_queue")

@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import actions, kueue_log
+from harness import actions, kueue_log, repeats
 from harness.checkers import Finding
+from harness.checkers.base import verdict_event, within_case
 from harness.names import Names, _workload_names, case_t0
 
 #: Diagram lines beyond which uneventful watch deliveries and pass-through writes are dropped.
@@ -73,8 +74,12 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
     it: holds and releases with their times), watch deliveries that changed a Workload's conditions, and
     Kueue's log milestones, repeated lines collapsed to one note ("×N"). Times are seconds since the case
     started."""
+    history = repeats.expand(history)  # summarised floods are drawn (and counted) line by line
     names = names or Names(history)
     t0 = _t0(history)
+    # Log lines the verdict did not judge (logged after what it saw) are counted in notes of their own,
+    # so a flood note's count is the log-flood checker's.
+    judged = {id(e) for e in within_case(history)} if verdict_event(history) is not None else None
 
     def t(e: Mapping[str, Any]) -> str:
         return f"{e['ts'] - t0:.3f}s"
@@ -225,7 +230,8 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
                 head = "monitor: quota violated" if ev.endswith("started") else "monitor: violation cleared"
                 lines.append(_Line(ts, f"Note over Test,API: {t(e)} {head}<br/>{_wrap(what, 60)}", breaks=False))
         elif src == "kueue" and ev == "log":
-            lines.append(_Line(ts, "", "log", breaks=False, extra={"e": e}))
+            lines.append(_Line(ts, "", "log", breaks=False,
+                               extra={"e": e, "judged": judged is None or id(e) in judged}))
 
     if not verdict_done and verdict:
         end = max((e["ts"] for e in history), default=t0)
@@ -286,7 +292,8 @@ FLOOD_GROUP = 3
 def _collapse_logs(lines: list[_Line], names: Names, t0: float) -> list[_Line]:
     """Kueue log lines become notes over Kueue; a message repeated for the same Workload(s) before the
     next request, response, hold or harness action is one note "×N" at its first occurrence (a flood,
-    FLOOD_GROUP or more, keeps counting past them)."""
+    FLOOD_GROUP or more, keeps counting past them). Lines the verdict did not judge are grouped apart
+    ("N more lines after what the verdict saw"), so a "×N" is the count the checkers report."""
     out: list[_Line] = []
     open_groups: dict[str, _Line] = {}
     for ln in lines:
@@ -297,20 +304,27 @@ def _collapse_logs(lines: list[_Line], names: Names, t0: float) -> list[_Line]:
             continue
         e = ln.extra["e"]
         label = _log_label(e, names)
-        g = open_groups.get(label)
+        key = label if ln.extra["judged"] else "\0late " + label
+        g = open_groups.get(key)
         if g is not None:
             g.extra["n"] += 1
             g.extra["last"] = e["ts"]
             continue
-        g = _Line(ln.ts, "", "log", breaks=False, extra={"label": label, "n": 1, "first": e["ts"], "last": e["ts"]})
-        open_groups[label] = g
+        g = _Line(ln.ts, "", "log", breaks=False, extra={"label": label, "n": 1, "first": e["ts"], "last": e["ts"],
+                                                          "judged": ln.extra["judged"]})
+        open_groups[key] = g
         out.append(g)
     for ln in out:
         if ln.kind == "log":
             x = ln.extra
             when = f"{x['first'] - t0:.3f}s" if x["n"] == 1 else f"{x['first'] - t0:.3f}s to {x['last'] - t0:.3f}s"
-            count = "" if x["n"] == 1 else f" ×{x['n']}"
-            ln.text = f"Note over Kueue: {when} log{count}:<br/>{_wrap(x['label'], 44)}"
+            if x["judged"]:
+                count = "" if x["n"] == 1 else f" ×{x['n']}"
+                ln.text = f"Note over Kueue: {when} log{count}:<br/>{_wrap(x['label'], 44)}"
+            else:  # not a second count of the flood: what Kueue logged after the verdict's look
+                more = f"{x['n']} more line{'s' if x['n'] > 1 else ''}"
+                ln.text = (f"Note over Kueue: {when} log, {more} after what the verdict saw (not judged):<br/>"
+                           f"{_wrap(x['label'], 44)}")
             ln.kind = "note"
     return out
 

@@ -13,6 +13,7 @@ from harness.checkers import Finding
 from harness.checkers.bounds import LIVENESS_BOUND
 from harness.names import Names, case_t0 as _t0
 from harness.report.bundle import recheck as run_checkers, selection_of
+from harness.report import race
 from harness.report.diagram import diagram_lines
 
 INVARIANTS = {
@@ -72,11 +73,14 @@ def _num(v: Any) -> float | None:
 
 def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
                   bound: float | None = None, notes: Sequence[str] = (),
-                  recheck: bool = False) -> tuple[str, str, list[Finding]]:
+                  recheck: bool = False, writes: Mapping[str, Mapping[str, Any]] | None = None,
+                  managed: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> tuple[str, str, list[Finding]]:
     """report.md for a bundle. `meta` is bundle.json. Returns (markdown, re-checked verdict, findings).
     The checkers are the ones the run declared (bundle.json "checkers"); `bound` (seconds) overrides the
     liveness bound; `notes`: what is wrong with the bundle (a section of their own); `recheck`: this is
-    `kueue-harness report`'s report.recheck.md, not the run's report.md. Fields of bundle.json that are
+    `kueue-harness report`'s report.recheck.md, not the run's report.md; `writes` (writes.json) and
+    `managed` (managed-fields.yaml) feed "The writes that decided the verdict" (harness/report/race.py).
+    Fields of bundle.json that are
     only shown and have the wrong type are shown as absent. Deterministic: the same bundle renders the
     same bytes (no clock, no host names)."""
     names = Names(history, meta.get("namespace", ""), meta.get("prefix", ""))
@@ -128,6 +132,13 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         ["Workloads", "<br>".join(names.legend()) or "-"],
         ["started", f"{_utc(t0)}; the case ran {_num(meta.get('seconds')):.1f}s" if _num(meta.get("seconds")) else _utc(t0)],
     ]
+    hv = _map(meta.get("harness"))
+    if hv:
+        commit = f", commit `{str(hv['commit'])[:12]}`" if hv.get("commit") else ""
+        dirty = " with uncommitted changes" if hv.get("dirty") else ""
+        rows.append(["kueue-harness", f"{hv.get('version') or '?'}{commit}{dirty}"])
+    if isinstance(meta.get("rerun"), str) and meta["rerun"]:
+        rows.append(["run it again", f"`{meta['rerun']}` (from the kueue-harness checkout)"])
     out += _table(rows, ["", ""]) + [""]
     if notes:
         out += ["## Problems with this bundle", ""] + [f"- {n}" for n in notes] + [""]
@@ -144,6 +155,7 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
             "conditions). Notes over Kueue are its log lines about the case's Workloads; a line repeated "
             "before anything else happened is one note with its count (×N).", "",
             "```mermaid"] + diagram_lines(history, names, recorded, findings) + ["```", ""]
+    out += race.race_section(history, names, writes or {}, managed or {})
     out += ["## Checker findings", "",
             f"Re-run offline from history.jsonl and objects.yaml (`kueue-harness report`); liveness bound {bound:g}s.", ""]
     out += _table([[f.check, f.result if f.bearing else f"{f.result} (does not decide the verdict)", f.evidence]
@@ -162,8 +174,10 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
     out += ["## Re-check offline", "", "```sh",
             f"kueue-harness report {meta.get('slug', 'BUNDLE')}.tar.gz   # or the bundle's folder", "```",
             "prints the re-checked verdict and writes report.recheck.md from history.jsonl + objects.yaml "
-            "(report.md stays as the run wrote it); "
-            "`mitmweb -r flows.mitm` shows the flows.", ""]
+            "(report.md stays as the run wrote it). The flows: "
+            "`mitmweb -r flows.mitm --set web_columns=tls,icon,path,comment,method,status,size,time` shows each "
+            "flow's label and fate in the comment column; the writes a fault rule touched are marked "
+            "(filter `~marked`).", ""]
     return "\n".join(out), verdict, findings
 
 
@@ -177,6 +191,8 @@ _FILE_NOTES = {
     "kueue-excerpt.log": "Kueue's log lines about the case's objects",
     "flows.mitm": "Kueue's requests for the case's objects (`mitmweb -r flows.mitm`)",
     "flows.har": "the same flows as HAR",
+    "writes.json": "Kueue's Workload writes of the case: request bodies, answers, managedFields",
+    "managed-fields.yaml": "managedFields of the final objects (who owns which field)",
     "timeline.mmd": "the diagram alone (`mmdc -i timeline.mmd -o timeline.png`)",
     "bundle.json": "verdict, versions, window, files (read by `kueue-harness report`)",
 }

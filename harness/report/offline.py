@@ -15,6 +15,7 @@ from harness.errors import HarnessError
 from harness.report.bundle import (
     BundleError, extract_archive, history_problems, load_history, load_meta, load_objects, objects_problem,
 )
+from harness.report import race
 from harness.report.markdown import render_report
 
 # =====================================================================================================
@@ -80,7 +81,8 @@ def report_bundle(bundle: Path, out: Path | None = None, bound: float | None = N
     objects = load_objects(folder / "objects.yaml")
     notes = [p for p in [objects_problem(folder / "objects.yaml")] if p]
     notes += [f"history.jsonl departs from docs/history.md: {p}" for p in history_problems(history)]
-    md, verdict, findings = render_report(meta, history, objects, bound, notes=notes, recheck=True)
+    md, verdict, findings = render_report(meta, history, objects, bound, notes=notes, recheck=True,
+                                          writes=race.load_writes(folder), managed=race.load_managed(folder))
     dest.mkdir(parents=True, exist_ok=True)
     target = dest / RECHECK_NAME
     target.write_text(md)

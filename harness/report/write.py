@@ -1,12 +1,19 @@
 """Writing a case's bundle from the live environment: Kueue's log cut to the case (`cut_kueue_log`), the
-proxy's flows cut to the case (`cut_flows`), bundle.json, report.md and the .tar.gz (`write_case_bundle`),
-all redacted and scanned for the run's secrets.
+proxy's flows cut to the case and labelled (`cut_flows`), Kueue's Workload writes with their bodies
+(writes.json), the final objects and their managedFields (`dump_objects`), history.jsonl with Kueue's
+repeated log lines summarised (`summarize_history_file`), bundle.json, report.md and the .tar.gz
+(`write_case_bundle`; `complete_bundle` is the part a manual session's bundle shares), all redacted and
+scanned for the run's secrets.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import re
+import shlex
+import subprocess
+import sys
 import tarfile
 import time
 from collections import Counter
@@ -16,10 +23,11 @@ from typing import Any
 
 import yaml
 
-from harness import kueue_log, versions
+from harness import kueue_log, repeats, versions
 from harness.errors import HarnessError
 from harness.names import Names, kobj_key as _kobj_key
 from harness.redact import Redactor, find_secrets, run_secrets
+from harness.report import race
 from harness.report.bundle import BUNDLE_SCHEMA, load_history, load_objects, recheck, selection_of
 from harness.report.diagram import diagram_lines
 from harness.report.markdown import _FILE_NOTES, render_report
@@ -128,14 +136,21 @@ def cut_kueue_log(src: Path, start: float, end: float, dst_dir: Path, mentions: 
 
 
 def cut_flows(src: Path, start: float, end: float, flow_numbers: set[int], mentions: Sequence[str],
-              redactor: Redactor, dst_mitm: Path, dst_har: Path) -> int:
+              redactor: Redactor, dst_mitm: Path, dst_har: Path,
+              history: Sequence[Mapping[str, Any]] = (), dst_writes: Path | None = None) -> int:
     """Copy the flows of the session's .mitm `src` that belong to the case (addon flow number in
-    `flow_numbers`, or a path naming one of `mentions`, started between `start` and `end`) to `dst_mitm`,
-    redacted, and the same as HAR (mitmproxy's own HAR export) to `dst_har`. Returns how many."""
+    `flow_numbers`, or a path naming one of `mentions`, started between `start` and `end`, epoch s) to
+    `dst_mitm`, redacted, and the same as HAR (mitmproxy's own HAR export) to `dst_har`; Kueue's Workload
+    writes among them, with their bodies and answers, to `dst_writes` (writes.json, harness/report/race.py)
+    when given. Each flow's `comment` (the column `mitmweb -r` shows with --set web_columns=…,comment) is
+    its label, and for a flow a fault rule touched in `history` also what the proxy did with it and when;
+    those flows are `marked` (a red dot in mitmweb's list; filter `~marked`). Returns how many flows.
+    Raises OSError when a file cannot be read or written."""
     from mitmproxy import io as mio
     from mitmproxy.addons.savehar import SaveHar
     from mitmproxy.exceptions import FlowReadException
 
+    fates = race.flow_fates(history)
     picked = []
     with open(src, "rb") as fh:
         try:
@@ -147,12 +162,76 @@ def cut_flows(src: Path, start: float, end: float, flow_numbers: set[int], menti
                     picked.append(redactor.flow(f))
         except FlowReadException:
             pass  # the session file's last flow may be half written while the proxy runs
+    for f in picked:
+        seq = f.metadata.get("kh_flow")
+        label = f.metadata.get("kh_label") or f.comment or ""
+        f.comment = f"flow {seq}: {label}" if seq is not None else label
+        if seq in fates:
+            f.comment += f" | {fates[seq]}"
+            f.marked = ":red_circle:"
     with open(dst_mitm, "wb") as out:
         w = mio.FlowWriter(out)
         for f in picked:
             w.add(f)
     dst_har.write_text(json.dumps(SaveHar().make_har(picked), indent=1))
+    if dst_writes is not None:
+        race.write_writes(picked, dst_writes)
     return len(picked)
+
+
+def summarize_history_file(path: Path, keep: int = repeats.KEEP) -> tuple[int, int]:
+    """Rewrite history.jsonl `path` with Kueue's repeated log lines summarised (harness/repeats.py: the
+    first `keep` lines of each message about the same Workloads, then one `log_repeated` event with the
+    rest's count and times). Returns (events before, events after). Raises BundleError for a malformed
+    history, OSError when it cannot be written."""
+    history = load_history(path)
+    small = repeats.summarize(history, keep)
+    if len(small) < len(history):
+        path.write_text("".join(json.dumps(e, sort_keys=True, default=str) + "\n" for e in small))
+    return len(history), len(small)
+
+
+def dump_objects(d: Path, objs: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+    """objects.yaml (the objects without metadata.managedFields, for reading) and managed-fields.yaml
+    ({"Kind ns/name": managedFields}: who owns which field, e.g. status.conditions) in folder `d`.
+    Raises OSError when they cannot be written."""
+    plain, managed = race.split_managed_fields(objs)
+    (d / "objects.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
+    if managed:
+        (d / race.MANAGED_FILE).write_text(yaml.safe_dump(managed, sort_keys=False))
+
+
+def harness_version() -> dict[str, Any]:
+    """{"version": the installed kueue-harness version, "commit": the checkout's git commit (None outside a
+    git checkout), "dirty": uncommitted changes in it}: which harness wrote a bundle."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("kueue-harness")
+    except PackageNotFoundError:
+        v = None
+    root = Path(__file__).resolve().parents[2]
+    commit, dirty = None, None
+    try:
+        r = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if r.returncode == 0:
+            commit = r.stdout.strip()
+            st = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10)
+            dirty = bool(st.stdout.strip()) if st.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {"version": v, "commit": commit, "dirty": dirty}
+
+
+def rerun_command(nodeid: str, spec_args: Sequence[str], target: str = "local") -> str:
+    """The shell command that runs one case again, as pytest selects it (its node id; run from the
+    harness checkout's root): `.venv/bin/python -m pytest NODEID --kueue-version … --target=…`."""
+    root = Path(__file__).resolve().parents[2]
+    exe = Path(sys.executable)
+    python = str(exe.relative_to(root)) if exe.is_relative_to(root) else str(exe)
+    nodeid = re.sub(r"\[r\d+\]$", "", nodeid)  # a --repeat repetition: the case itself
+    return shlex.join([python, "-m", "pytest", nodeid, *spec_args, f"--target={target}", "-p", "no:cacheprovider"])
 
 
 def _feature_gates(env: Any) -> dict[str, Any] | None:
@@ -167,44 +246,82 @@ def _feature_gates(env: Any) -> dict[str, Any] | None:
             return None
 
 
-def write_case_bundle(ctx: Any, env: Any, outcome: Mapping[str, Any]) -> Path:
-    """Complete a case's folder (`ctx.dir`, which already holds history.jsonl and objects.yaml) into its
-    evidence bundle and pack it as `<folder>.tar.gz` beside it; returns the archive's path.
-
-    `ctx`: the pytest plugin's CaseContext; `env`: the running environment (its tokens and keys are what
-    redaction removes); `outcome`: the case's verdict entry ("case", "verdict", "expected", "detail",
-    "seconds", optional "message", "bug"). Every file written is redacted; afterwards every file (the
-    archive and .mitm included) is scanned for the run's secrets and any file that holds one is removed
-    and named in bundle.json. Raises OSError when the folder cannot be written."""
-    d: Path = ctx.dir
-    end = time.time()
-    start = ctx.history.started
-    secrets = run_secrets(env)
-    redactor = Redactor(secrets)
-    for name in ("history.jsonl", "harness-events.jsonl", "objects.yaml"):
+def _redact_files(d: Path, redactor: Redactor, names: Sequence[str]) -> None:
+    for name in names:
         p = d / name
         if p.exists():
             text = p.read_text(errors="replace")
             red = redactor.text(text)
             if red != text:
                 p.write_text(red)
+
+
+def complete_bundle(d: Path, meta: dict[str, Any], start: float, end: float, secrets: Sequence[str],
+                    kueue_log_path: Path | None, session_flows: Path | None, mentions: Sequence[str]) -> Path:
+    """Complete folder `d`, which holds history.jsonl (and objects.yaml, managed-fields.yaml), into a
+    bundle and pack it as `<d>.tar.gz` beside it; returns the archive.
+
+    `meta`: bundle.json's fields so far (case, verdict, versions, namespace, checkers, …; "notes" is
+    extended); `start`, `end`: the window (epoch s) cut out of Kueue's log `kueue_log_path` and the
+    session's flow file `session_flows` (None or missing: noted); `mentions`: namespace and Workload names
+    whose log lines and flows belong to the bundle; `secrets`: the run's secret values. Redacts every file,
+    summarises history.jsonl's repeated log lines, writes writes.json, timeline.mmd, bundle.json and
+    report.md, scans every file (and the archive) for the secrets: a file holding one is removed and named
+    in bundle.json, an archive holding one is not written (HarnessError). Raises OSError when the folder
+    cannot be written."""
+    redactor = Redactor(secrets)
+    _redact_files(d, redactor, ("history.jsonl", "harness-events.jsonl", "objects.yaml", race.MANAGED_FILE))
+    notes: list[str] = meta.setdefault("notes", [])
+    if (d / "history.jsonl").exists():
+        before, after = summarize_history_file(d / "history.jsonl")
+        meta["history_events"] = {"recorded": before, "written": after}
     history = load_history(d / "history.jsonl") if (d / "history.jsonl").exists() else []
-    names = Names(history, ctx.ns, ctx.prefix)
-    mentions = [ctx.ns] + sorted(names.workloads)
-    notes: list[str] = []
-    log = getattr(env, "kueue_log", None)
-    if log is not None and Path(log).exists():
-        cut_kueue_log(Path(log), start, end, d, mentions, redactor)
+    names = Names(history, meta.get("namespace") or "", meta.get("prefix") or "")
+    if kueue_log_path is not None and Path(kueue_log_path).exists():
+        cut_kueue_log(Path(kueue_log_path), start, end, d, mentions, redactor)
     else:
         notes.append("Kueue's log was not available")
-    proxy = getattr(env, "proxy", None)
-    session_flows = Path(proxy.events_file).with_name("flows.mitm") if proxy is not None else None
     if session_flows is not None and session_flows.exists():
         numbers = {int(e["flow"]) for e in history if e.get("source") == "proxy" and e.get("event") == "request"
                    and e.get("flow") is not None}
-        cut_flows(session_flows, start, end, numbers, mentions, redactor, d / "flows.mitm", d / "flows.har")
+        cut_flows(session_flows, start, end, numbers, mentions, redactor, d / "flows.mitm", d / "flows.har",
+                  history, d / race.WRITES_FILE)
     else:
         notes.append("no proxy flows were recorded")
+    objects = load_objects(d / "objects.yaml")
+    _, findings = recheck(history, objects, names=names, selection=selection_of(meta))
+    (d / "timeline.mmd").write_text("\n".join(diagram_lines(history, names, meta["verdict"], findings)) + "\n")
+    _finish(d, meta, history, objects, secrets)
+    tar = d.with_name(d.name + ".tar.gz")
+    with tarfile.open(tar, "w:gz") as tf:
+        tf.add(d, arcname=d.name)
+    leaks = find_secrets([tar], secrets)
+    if leaks:  # cannot happen unless redaction missed a form: never leave such an archive behind
+        tar.unlink()
+        raise HarnessError(f"the bundle archive of {d.name} would hold a secret ({leaks[0]}); not written")
+    return tar
+
+
+def write_case_bundle(ctx: Any, env: Any, outcome: Mapping[str, Any]) -> Path:
+    """Complete a case's folder (`ctx.dir`, which already holds history.jsonl and objects.yaml) into its
+    evidence bundle and pack it as `<folder>.tar.gz` beside it; returns the archive's path.
+
+    `ctx`: the pytest plugin's CaseContext; `env`: the running environment (its tokens and keys are what
+    redaction removes); `outcome`: the case's verdict entry ("case", "verdict", "expected", "detail",
+    "seconds", optional "message", "bug", "checkers", "target", "rerun": the command that runs the case
+    again). Every file written is redacted; afterwards every file (the archive and .mitm included) is
+    scanned for the run's secrets and any file that holds one is removed and named in bundle.json. Raises
+    OSError when the folder cannot be written, HarnessError when the archive would hold a secret."""
+    d: Path = ctx.dir
+    end = time.time()
+    start = ctx.history.started
+    secrets = run_secrets(env)
+    redactor = Redactor(secrets)
+    history = load_history(d / "history.jsonl") if (d / "history.jsonl").exists() else []
+    names = Names(history, ctx.ns, ctx.prefix)
+    mentions = [ctx.ns] + sorted(names.workloads)
+    proxy = getattr(env, "proxy", None)
+    session_flows = Path(proxy.events_file).with_name("flows.mitm") if proxy is not None else None
     meta: dict[str, Any] = {
         "schema": BUNDLE_SCHEMA,
         "case": outcome.get("case"),
@@ -224,21 +341,12 @@ def write_case_bundle(ctx: Any, env: Any, outcome: Mapping[str, Any]) -> Path:
         "prefix": ctx.prefix,
         "workloads": sorted(getattr(ctx, "workload_keys", ()) or ()),
         "window": [start, end],
-        "notes": notes,
+        "notes": [],
         "checkers": outcome.get("checkers"),
+        "harness": harness_version(),
+        "rerun": outcome.get("rerun"),
     }
-    objects = load_objects(d / "objects.yaml")
-    _, findings = recheck(history, objects, names=names, selection=selection_of(meta))
-    (d / "timeline.mmd").write_text("\n".join(diagram_lines(history, names, meta["verdict"], findings)) + "\n")
-    _finish(d, meta, history, objects, secrets)
-    tar = d.with_name(d.name + ".tar.gz")
-    with tarfile.open(tar, "w:gz") as tf:
-        tf.add(d, arcname=d.name)
-    leaks = find_secrets([tar], secrets)
-    if leaks:  # cannot happen unless redaction missed a form: never leave such an archive behind
-        tar.unlink()
-        raise HarnessError(f"the bundle archive of {d.name} would hold a secret ({leaks[0]}); not written")
-    return tar
+    return complete_bundle(d, meta, start, end, secrets, getattr(env, "kueue_log", None), session_flows, mentions)
 
 
 def _finish(d: Path, meta: dict[str, Any], history: list[dict[str, Any]], objects: Mapping[str, Any],
@@ -261,6 +369,5 @@ def _finish(d: Path, meta: dict[str, Any], history: list[dict[str, Any]], object
             break
         size = len(text.encode())
     (d / "bundle.json").write_text(text)
-    md, verdict, _ = render_report(meta, history, objects)
+    md, verdict, _ = render_report(meta, history, objects, writes=race.load_writes(d), managed=race.load_managed(d))
     (d / "report.md").write_text(md)
-

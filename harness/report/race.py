@@ -1,0 +1,337 @@
+"""The writes that decided the verdict, with their bodies and field ownership: the evidence that a write
+raced another (kubernetes-sigs/kueue#11480: the late admission, a forced server-side apply by the same
+field manager `kueue-admission` as the eviction, removed the eviction's `Evicted` condition).
+
+`writes.json` of a bundle holds Kueue's Workload writes of the case as the proxy saw them (from flows.mitm,
+already redacted): method, path, the request body, and of the answer its status, resourceVersion,
+conditions and `metadata.managedFields`. `managed-fields.yaml` holds the final objects' managedFields
+(objects.yaml leaves them out). `race_section` renders the writes a fault rule touched (held, failed,
+delayed, reset), what their bodies set, who owns `status.conditions` after each, and what a later forced
+apply removed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.names import Names, case_t0
+
+WRITES_FILE = "writes.json"
+MANAGED_FILE = "managed-fields.yaml"
+#: History events by which a fault rule touched a flow.
+FAULT_EVENTS = ("held", "failed", "delayed", "reset", "hold_expired", "hold_timeout")
+#: Request bodies longer than this (characters) are cut in report.md (writes.json keeps them whole).
+BODY_SHOWN = 6000
+
+
+# ---- from flows ----------------------------------------------------------------------------------------
+
+def _json(content: bytes | None) -> Any:
+    if not content:
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content.decode("utf-8", errors="replace")
+
+
+def _conditions(obj: Any) -> list[dict[str, Any]]:
+    conds = ((obj or {}).get("status") or {}).get("conditions") if isinstance(obj, Mapping) else None
+    return [{k: c.get(k) for k in ("type", "status", "reason") if k in c}
+            for c in conds or [] if isinstance(c, Mapping)]
+
+
+def writes_from_flows(flows: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """{"<flow number>": write} for the Workload writes among mitmproxy `flows` (those with the proxy's
+    `kh_flow` number and a label that names a Workload write). A write: "label", "method", "path" (with
+    the query: fieldManager, force), "content_type", "body" (the request body, parsed JSON or text),
+    "status" (None without an answer) and "answer": "resource_version", "conditions" ([{type, status,
+    reason}]), "managed_fields" (the answer's metadata.managedFields) when the answer is a JSON object."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in flows:
+        req = getattr(f, "request", None)
+        seq = f.metadata.get("kh_flow")
+        if req is None or seq is None or "/workloads" not in req.path:
+            continue
+        if req.method not in ("PATCH", "PUT", "POST"):
+            continue
+        try:
+            body = _json(req.get_content(strict=False))
+        except ValueError:
+            body = None
+        resp = getattr(f, "response", None)
+        answer: dict[str, Any] = {}
+        if resp is not None:
+            try:
+                obj = _json(resp.get_content(strict=False))
+            except ValueError:
+                obj = None
+            if isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping):
+                md = obj["metadata"]
+                answer = {"resource_version": md.get("resourceVersion"), "conditions": _conditions(obj),
+                          "managed_fields": md.get("managedFields") or []}
+            elif isinstance(obj, Mapping):  # a Status: the refusal's reason and message
+                answer = {"reason": obj.get("reason"), "message": obj.get("message")}
+        out[str(seq)] = {"label": f.metadata.get("kh_label") or f.comment or "", "method": req.method,
+                         "path": req.path, "content_type": req.headers.get("content-type", ""), "body": body,
+                         "status": resp.status_code if resp is not None else None, "answer": answer}
+    return out
+
+
+def write_writes(flows: Iterable[Any], path: Path) -> int:
+    """Write `writes_from_flows(flows)` to `path` (JSON); returns how many writes. Raises OSError."""
+    w = writes_from_flows(flows)
+    path.write_text(json.dumps(w, indent=1, sort_keys=True))
+    return len(w)
+
+
+def load_writes(folder: Path) -> dict[str, dict[str, Any]]:
+    """A bundle's writes.json; made from its flows.mitm when the bundle predates writes.json; {} when
+    neither can be read."""
+    p = folder / WRITES_FILE
+    try:
+        data = json.loads(p.read_bytes())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        pass
+    mitm = folder / "flows.mitm"
+    if not mitm.is_file():
+        return {}
+    from mitmproxy import io as mio
+    from mitmproxy.exceptions import FlowReadException
+
+    flows = []
+    try:
+        with open(mitm, "rb") as fh:
+            for f in mio.FlowReader(fh).stream():
+                flows.append(f)
+    except (FlowReadException, OSError, ValueError):
+        pass
+    return writes_from_flows(flows)
+
+
+# ---- managedFields of the final objects -----------------------------------------------------------
+
+def split_managed_fields(objs: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[dict[str, list], dict[str, list]]:
+    """(the objects without metadata.managedFields, {"Kind ns/name": managedFields}) of an objects.yaml
+    mapping ({"workloads": [...], ...}). The input is not changed."""
+    kinds = {"workloads": "Workload", "jobs": "Job", "clusterqueues": "ClusterQueue"}
+    plain: dict[str, list] = {}
+    managed: dict[str, list] = {}
+    for group, items in objs.items():
+        plain[group] = []
+        for o in items or []:
+            md = dict(o.get("metadata") or {})
+            mf = md.pop("managedFields", None)
+            plain[group].append({**o, "metadata": md})
+            if mf:
+                ns = f"{md['namespace']}/" if md.get("namespace") else ""
+                managed[f"{kinds.get(group, group)} {ns}{md.get('name')}"] = mf
+    return plain, managed
+
+
+def load_managed(folder: Path) -> dict[str, list]:
+    """A bundle's managed-fields.yaml ({"Kind ns/name": managedFields}); {} if absent or unreadable."""
+    try:
+        data = yaml.safe_load((folder / MANAGED_FILE).read_bytes())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def conditions_owned(entry: Mapping[str, Any]) -> list[str]:
+    """The condition types one managedFields entry owns in status.conditions (from its fieldsV1 keys
+    'k:{"type":"Evicted"}'), sorted."""
+    fields = entry.get("fieldsV1") if isinstance(entry, Mapping) else None
+    conds = ((fields or {}).get("f:status") or {}).get("f:conditions") or {} if isinstance(fields, Mapping) else {}
+    out = []
+    for k in conds if isinstance(conds, Mapping) else ():
+        if k.startswith("k:"):
+            try:
+                out.append(str(json.loads(k[2:]).get("type")))
+            except (ValueError, AttributeError):
+                continue
+    return sorted(out)
+
+
+def _owners(managed: Sequence[Mapping[str, Any]]) -> list[str]:
+    """"kueue-admission (Apply, status): Admitted, QuotaReserved" per managedFields entry that owns
+    conditions."""
+    out = []
+    for m in managed or []:
+        if not isinstance(m, Mapping):
+            continue
+        owned = conditions_owned(m)
+        if owned:
+            sub = f", {m['subresource']}" if m.get("subresource") else ""
+            out.append(f"`{m.get('manager')}` ({m.get('operation')}{sub}): {', '.join(owned)}")
+    return out
+
+
+# ---- report.md ---------------------------------------------------------------------------------------------
+
+def _query(path: str) -> dict[str, str]:
+    from urllib.parse import parse_qsl, urlsplit
+
+    return dict(parse_qsl(urlsplit(path).query))
+
+
+def _types(body: Any) -> list[str]:
+    return [str(c.get("type")) for c in _conditions(body)] if isinstance(body, Mapping) else []
+
+
+def _rv(w: Mapping[str, Any]) -> int | None:
+    try:
+        return int((w.get("answer") or {}).get("resource_version"))
+    except (TypeError, ValueError):
+        return None
+
+
+def decisive_flows(history: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The flows a fault rule touched (held, failed, delayed, reset, timed out), in the order Kueue sent
+    them."""
+    touched = {int(e["flow"]) for e in history if e.get("source") == "proxy" and e.get("event") in FAULT_EVENTS
+               and isinstance(e.get("flow"), int)}
+    sent = {int(e["flow"]): e["ts"] for e in history if e.get("source") == "proxy" and e.get("event") == "request"
+            and isinstance(e.get("flow"), int)}
+    return sorted(touched, key=lambda f: (sent.get(f, float("inf")), f))
+
+
+def _fate(history: Sequence[Mapping[str, Any]], flow: int, t0: float) -> str:
+    """What happened to a flow in the proxy, with times since the case started (as the diagram)."""
+    parts = []
+    for e in history:
+        if e.get("source") != "proxy" or e.get("flow") != flow:
+            continue
+        t = f"{e['ts'] - t0:.3f}s"
+        ev = e.get("event")
+        if ev == "request":
+            parts.append(f"sent {t}")
+        elif ev == "held":
+            what = "the answer" if e.get("stage") == "response" else "the request"
+            parts.append(f"{what} held as {e.get('hold')} by rule `{e.get('rule')}` {t}")
+        elif ev == "released":
+            parts.append(f"{e.get('hold')} released {t} ({e.get('why')})")
+        elif ev == "failed":
+            parts.append(f"answered {e.get('status')} by rule `{e.get('rule')}` {t}")
+        elif ev in ("delayed", "reset", "hold_expired", "hold_timeout"):
+            parts.append(f"{ev.replace('_', ' ')} by rule `{e.get('rule')}` {t}")
+        elif ev == "response":
+            rv = f" rv {e.get('resource_version')}" if e.get("resource_version") else ""
+            parts.append(f"Kueue got {e.get('status')}{rv} {t}")
+    return "; ".join(parts) or "-"
+
+
+def flow_fates(history: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """{flow: its fate as `race_section` words it} for every flow a fault rule touched (the comments of
+    the bundle's flows.mitm, which `mitmweb -r` shows)."""
+    t0 = case_t0(history)
+    return {f: _fate(history, f, t0) for f in decisive_flows(history)}
+
+
+def _removed_by(writes: Mapping[str, Mapping[str, Any]], order: Sequence[int]) -> list[str]:
+    """Sentences for each forced apply that dropped conditions an earlier-applied write of the same field
+    manager on the same object had set (server-side apply removes the fields a manager stops applying)."""
+    out = []
+    applied = [(f, writes[str(f)]) for f in order if str(f) in writes and _rv(writes[str(f)]) is not None
+               and writes[str(f)].get("status") == 200]
+    applied.sort(key=lambda fw: _rv(fw[1]))
+    for i, (fb, b) in enumerate(applied):
+        qb = _query(b.get("path", ""))
+        if "apply" not in str(b.get("content_type")) or qb.get("force") != "true":
+            continue
+        for fa, a in applied[:i]:
+            if a.get("path", "").split("?")[0] != b.get("path", "").split("?")[0]:
+                continue
+            if _query(a.get("path", "")).get("fieldManager") != qb.get("fieldManager"):
+                continue
+            gone = [t for t in _types(a.get("body")) if t not in _types(b.get("body"))]
+            after = {c.get("type") for c in (b.get("answer") or {}).get("conditions") or []}
+            gone = [t for t in gone if t not in after]
+            if gone:
+                out.append(f"flow {fb} ({b.get('label')}), applied after flow {fa} ({a.get('label')}) "
+                           f"(resourceVersion {_rv(b)} after {_rv(a)}), is a forced server-side apply "
+                           f"(`force=true`) by the same field manager `{qb.get('fieldManager')}`, and its body "
+                           f"has no {', '.join(gone)} condition: server-side apply removed "
+                           f"{', '.join(gone)}, which that manager owned, from the object (its answer has "
+                           f"conditions {', '.join(sorted(t for t in after if t)) or 'none'}).")
+    return out
+
+
+def race_section(history: Sequence[Mapping[str, Any]], names: Names, writes: Mapping[str, Mapping[str, Any]],
+                 managed: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Markdown lines of "The writes that decided the verdict" ([] when no fault rule touched a flow): per
+    write its fate in the proxy, the conditions its body sets, the field manager and apply mode, the
+    answer's owners of status.conditions, its request body (redacted, in a collapsed block); then what a
+    later forced apply removed, and the final objects' owners of status.conditions."""
+    order = decisive_flows(history)
+    if not order:
+        return []
+    t0 = case_t0(history)
+    out = ["## The writes that decided the verdict", "",
+           "The writes a fault rule touched, as the proxy recorded them (bodies from flows.mitm, redacted; "
+           "writes.json has them whole). Times are seconds since the case started, as in the timeline.", ""]
+    if not writes:
+        out += ["The bundle has no writes.json and no readable flows.mitm, so the bodies cannot be shown.", ""]
+    for f in order:
+        w = writes.get(str(f)) or {}
+        label = names.text(str(w.get("label") or next((e.get("label") for e in history if e.get("flow") == f
+                                                         and e.get("label")), f"flow {f}")))
+        out += [f"### flow {f}: {label}", ""]
+        rows = [["in the proxy", _fate(history, f, t0)]]
+        if w:
+            q = _query(str(w.get("path", "")))
+            mode = "server-side apply" if "apply" in str(w.get("content_type")) else str(w.get("content_type") or "-")
+            rows.append(["request", f"{w.get('method')} `{w.get('path', '')}`"])
+            rows.append(["field manager", f"`{q.get('fieldManager', '-')}`, {mode}"
+                                          + (", forced (`force=true`)" if q.get("force") == "true" else "")])
+            body = w.get("body")
+            meta = body.get("metadata") if isinstance(body, Mapping) else None
+            strict = isinstance(meta, Mapping) and bool(meta.get("resourceVersion"))
+            rows.append(["conditions in the body", ", ".join(f"{c.get('type')}={c.get('status')}"
+                                                            for c in _conditions(body)) or "none"])
+            rows.append(["precondition", "resourceVersion " + str(meta.get("resourceVersion")) if strict
+                         else "none (loose: no metadata.resourceVersion in the body)"])
+            ans = w.get("answer") or {}
+            if w.get("status") is not None:
+                got = f"{w.get('status')}"
+                if ans.get("resource_version"):
+                    got += f", resourceVersion {ans['resource_version']}, conditions " + (
+                        ", ".join(f"{c.get('type')}={c.get('status')}" for c in ans.get("conditions") or []) or "none")
+                elif ans.get("reason"):
+                    got += f" {ans.get('reason')}: {names.text(str(ans.get('message', '')))}"
+                rows.append(["kube-apiserver answered", got])
+            owners = _owners(ans.get("managed_fields") or [])
+            if owners:
+                rows.append(["status.conditions owned after it (the answer's managedFields)", "<br>".join(owners)])
+        out += _table(rows) + [""]
+        if w.get("body") is not None:
+            text = json.dumps(w["body"], indent=1) if not isinstance(w["body"], str) else w["body"]
+            if len(text) > BODY_SHOWN:
+                text = text[:BODY_SHOWN] + f"\n… ({len(text) - BODY_SHOWN} more characters in writes.json)"
+            out += ["<details><summary>request body (redacted)</summary>", "", "```json", text.replace("```", "'''"),
+                    "```", "", "</details>", ""]
+    proofs = _removed_by(writes, order)
+    if proofs:
+        out += ["**What the forced apply did:** " + " ".join(names.text(p) for p in proofs), ""]
+    touched = {str(e.get("name")) for e in history if e.get("source") == "proxy" and e.get("event") == "response"
+               and e.get("flow") in order and e.get("name")}
+    final = [(k, v) for k, v in managed.items() if k.split("/")[-1] in touched]
+    if final:
+        out += ["Final owners of status.conditions (managed-fields.yaml):", ""]
+        out += _table([[names.text(k), "<br>".join(_owners(v)) or "none"] for k, v in final],
+                      head=["object", "manager (operation, subresource): conditions"]) + [""]
+    return out
+
+
+def _table(rows: Sequence[Sequence[str]], head: Sequence[str] = ("", "")) -> list[str]:
+    def cell(s: str) -> str:
+        return str(s).replace("|", "\\|").replace("\n", "<br>")
+
+    return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows])
