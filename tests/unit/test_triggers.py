@@ -1,6 +1,6 @@
 """Release triggers: harness.faults.trigger_satisfied on its own, then the proxy addon
 (proxy_addons/kueue_faults.py) evaluating a loaded plan's triggers over synthetic flows (mitmproxy's
-taddons/tflow/tutils, as in test_addon.py): the shipped stuck-preemption plan driven in the seed order,
+taddons/tflow/tutils, as in test_addon_inject.py): the shipped stuck-preemption plan driven in the seed order,
 all-or-nothing `/plan`, `release.timeout` with `on_timeout`, and drop_watch_events on the watch tap.
 
 Each addon test is a plain sync test running one `asyncio.run(...)`: holds are asyncio tasks on that loop.

@@ -1,0 +1,102 @@
+"""harness/faultproxy WatchTap: Workload watch streams pass byte for byte and every Workload event Kueue
+receives is recorded (`delivered`); other watches stream untapped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.unit.addon_flows import (
+    ADMISSION, EVICTION, KueueFaults, NS, WATCH_PATH, WL1, WL2, cond, events, get_flow,
+)
+
+# Watch tap
+
+
+def watch_stream() -> bytes:
+    def line(type_: str, obj: dict[str, Any]) -> bytes:
+        return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+
+    def wl(name: str, rv: str, status: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": "Workload", "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "metadata": {"name": name, "namespace": NS, "resourceVersion": rv}, "status": status}
+
+    return b"".join([
+        line("ADDED", wl(WL1, "100", {})),
+        line("MODIFIED", wl(WL1, "120", ADMISSION)),
+        line("ADDED", wl(WL2, "121", {"conditions": [cond("QuotaReserved", "False", "Pending")]})),
+        line("BOOKMARK", {"kind": "Workload", "metadata": {"resourceVersion": "130"}}),
+        line("MODIFIED", wl(WL1, "140", EVICTION)),
+    ])
+
+
+def chunked(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, 10_000])
+def test_watch_tap_passes_bytes_unchanged_and_records_workload_events(size: int) -> None:
+    addon = KueueFaults()
+    f = get_flow(WATCH_PATH, response=True)
+    addon.responseheaders(f)
+    tap = f.response.stream
+    assert callable(tap)
+
+    data = watch_stream()
+    chunks = chunked(data, size)
+    out = [tap(c) for c in chunks]
+    assert out == chunks  # chunk for chunk, byte for byte
+    assert tap(b"") == b""  # end of stream
+
+    assert set(addon.delivered) == {f"{NS}/{WL1}", f"{NS}/{WL2}"}  # the BOOKMARK has no name
+    wl1 = addon.delivered[f"{NS}/{WL1}"]
+    assert (wl1["type"], wl1["resource_version"], wl1["admission"]) == ("MODIFIED", "140", True)
+    assert wl1["conditions"]["Evicted"] == "True"
+    assert addon.delivered[f"{NS}/{WL2}"]["resource_version"] == "121"
+    assert [(e["name"], e["resource_version"]) for e in events(addon, "watch_event")] == [
+        (WL1, "100"), (WL1, "120"), (WL2, "121"), (WL1, "140"),
+    ]
+    assert len(events(addon, "watch_open")) == 1
+
+
+def test_watch_tap_records_an_event_only_once_its_line_is_complete() -> None:
+    addon = KueueFaults()
+    f = get_flow(WATCH_PATH, response=True)
+    addon.responseheaders(f)
+    first_line = watch_stream().split(b"\n")[0] + b"\n"
+    head, tail = first_line[:-10], first_line[-10:]
+    assert f.response.stream(head) == head
+    assert addon.delivered == {}
+    assert f.response.stream(tail) == tail
+    assert addon.delivered[f"{NS}/{WL1}"]["resource_version"] == "100"
+
+
+def test_watch_tap_survives_garbage_lines() -> None:
+    addon = KueueFaults()
+    f = get_flow(WATCH_PATH, response=True)
+    addon.responseheaders(f)
+    data = b'not json\n{"type": "ADDED", "object": "x"}\n' + watch_stream()
+    assert f.response.stream(data) == data
+    assert addon.delivered[f"{NS}/{WL1}"]["resource_version"] == "140"
+
+
+def test_delivered_query_filters_by_name_glob() -> None:
+    addon = KueueFaults()
+    f = get_flow(WATCH_PATH, response=True)
+    addon.responseheaders(f)
+    f.response.stream(watch_stream())
+    code, payload = addon._handle("GET", f"/delivered?name={NS}/job-job2-*", {})
+    assert code == 200 and list(payload) == [f"{NS}/{WL2}"]
+
+
+def test_other_watches_stream_without_tap_and_plain_gets_do_not_stream() -> None:
+    addon = KueueFaults()
+    pods = get_flow(f"/api/v1/namespaces/{NS}/pods?watch=true", response=True)
+    addon.responseheaders(pods)
+    assert pods.response.stream is True
+    get = get_flow(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads", response=True)
+    addon.responseheaders(get)
+    assert get.response.stream is False
+    assert events(addon, "watch_open") == []
