@@ -50,6 +50,11 @@ CASES = textwrap.dedent('''
         # The restarted Kueue works: a second Job gets quota.
         wl2 = scenarios.submit_job(case, q, "job2", q.low)
         scenarios.wait_workload(case, wl2, lambda w: o.is_true(w, "QuotaReserved"), 60, "quota after the restart")
+
+    def test_a_case_that_ends_while_kueue_restarts_is_judged_after_the_restart(case):
+        # No triggers: the restart fires as the rule loads, and the body returns at once; the nemesis
+        # finishes the restart before the plugin judges the case.
+        case.proxy.load_plan(parse_plan(PLAN.replace("KILL", "false").split("release:")[0], "now.yaml"))
 ''')
 
 
@@ -63,7 +68,8 @@ def test_a_plan_restarts_kueue_and_the_verdict_is_not_error(tmp_path: Path, kueu
     summary = json.loads((tmp_path / "art" / "summary.json").read_text())
     verdicts = {c["case"].split("::")[-1]: c for c in summary["cases"]}
     assert set(verdicts) == {"test_a_plan_restarts_kueue_at_its_trigger[sigterm]",
-                             "test_a_plan_restarts_kueue_at_its_trigger[sigkill]"}, out
+                             "test_a_plan_restarts_kueue_at_its_trigger[sigkill]",
+                             "test_a_case_that_ends_while_kueue_restarts_is_judged_after_the_restart"}, out
     for name, v in verdicts.items():
         assert v["verdict"] == "passed", (name, v, out)
     assert p.returncode == 0, out
@@ -71,8 +77,9 @@ def test_a_plan_restarts_kueue_and_the_verdict_is_not_error(tmp_path: Path, kueu
     proxy_events = [json.loads(x) for x in (tmp_path / "art" / "env" / "proxy-events.jsonl").read_text().splitlines()]
     signalled = [e for e in proxy_events if e["event"] == "signalled"]
     done = [e for e in proxy_events if e["event"] == "signal_done"]
-    assert [e["kill"] for e in signalled] == [False, True]
-    assert [e["why"] for e in signalled] == ["triggers: admission-job1 answered"] * 2
+    assert [e["kill"] for e in signalled] == [False, True, False]
+    assert [e["why"] for e in signalled] == ["triggers: admission-job1 answered"] * 2 + ["loaded"]
+    assert len(done) == 3 and all(d["ok"] for d in done)
     timings = []
     for case_dir in sorted((tmp_path / "art" / "cases").iterdir()):
         if not case_dir.is_dir():
@@ -80,7 +87,7 @@ def test_a_plan_restarts_kueue_and_the_verdict_is_not_error(tmp_path: Path, kueu
         history = [json.loads(x) for x in (case_dir / "history.jsonl").read_text().splitlines()]
         (restart,) = [e for e in history if e["event"] == "kueue_restart"]
         assert restart["source"] == "harness" and restart["rule"] == "restart-kueue"
-        assert any(e["event"] == "signalled" for e in history)
+        assert any(e["event"] == "signalled" for e in history) and any(e["event"] == "signal_done" for e in history)
     for s, d in zip(signalled, done):
         timings.append((s["kill"], round(d["ts"] - s["ts"], 2), d["seconds"]))
     print("\nrestart timings (kill, signalled->done s, environment restart s):", timings)
