@@ -67,26 +67,32 @@ class KueueFaults:
     # Shared state, under the names the single-file addon had.
     @property
     def rules(self):
+        """The loaded rules (a RuleBook)."""
         return self.state.rules
 
     @property
     def holds(self):
+        """Parked flows by hold id."""
         return self.state.holds
 
     @property
     def log(self):
+        """The event log (its `events` list)."""
         return self.state.log
 
     @property
     def delivered(self):
+        """Last watch event delivered per "ns/name"."""
         return self.state.delivered
 
     @property
     def delivered_rv(self):
+        """Highest resourceVersion delivered per "ns/name"."""
         return self.state.delivered_rv
 
     @property
     def rule_flows(self):
+        """Each rule's FlowRecords (for triggers)."""
         return self.state.rule_flows
 
     @property

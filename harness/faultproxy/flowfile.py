@@ -70,6 +70,7 @@ class FlowFile:
         self.save(flow, fs.seq if fs else None, write.summary() if write is not None else None)
 
     def close(self) -> None:
+        """Close the file (nothing more is saved until `open`)."""
         if self._fh:
             self._fh.close()
         self._fh = self._writer = None

@@ -33,12 +33,15 @@ class FlowAct:
         self.state.log.write(event, flow=self.seq, rule=self.rule.id, stage=self.stage, label=self.label, **fields)
 
     def fail(self, status: int, reason: str, message: str) -> None:
+        """Answer the flow with a Kubernetes Status of HTTP `status`."""
         fail_flow(self.flow, status, reason, message)
 
     def kill(self) -> None:
+        """Reset the stream (HTTP/2) or close the connection (HTTP/1.1)."""
         self.flow.kill()
 
     async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` on the event loop (other flows go on)."""
         await asyncio.sleep(seconds)
 
     async def hold(self) -> None:

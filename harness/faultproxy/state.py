@@ -113,6 +113,7 @@ class EventLog:
         return ev
 
     def close(self) -> None:
+        """Stop writing the file (events are still kept in memory)."""
         if self._fh:
             self._fh.close()
             self._fh = None
@@ -141,9 +142,11 @@ class ProxyState:
         return fs
 
     def flow(self, flow_id: str) -> FlowState | None:
+        """The FlowState of mitmproxy flow `flow_id`, None if it was never numbered or is forgotten."""
         return self.flows.get(flow_id)
 
     def forget(self, flow_id: str) -> FlowState | None:
+        """Drop a finished flow's FlowState; returns it (None if there was none)."""
         return self.flows.pop(flow_id, None)
 
     def record_flow(self, fs: FlowState, rule: Rule) -> FlowRecord:
@@ -163,6 +166,7 @@ class ProxyState:
             self.rule_flows[rule.id] = [f for f in self.rule_flows.get(rule.id, []) if f.flow != fs.seq]
 
     def new_hold(self, rule: Rule, stage: str, fs: FlowState) -> Hold:
+        """Park flow `fs` for `rule` at `stage`: a new Hold ("h1", "h2", …) in `holds`."""
         hold = Hold(id=f"h{next(self._hold_seq)}", rule_id=rule.id, stage=stage, flow=fs.seq, label=fs.label,
                     since=time.time(), max_hold=rule.max_hold, rule=rule)
         self.holds[hold.id] = hold
@@ -241,6 +245,7 @@ class ProxyState:
         return ev
 
     def signal_views(self) -> list[dict[str, Any]]:
+        """The process faults as `GET /state` shows them: rule, action, fired (epoch s or None), done."""
         return [{"rule": s.rule.id, "action": s.rule.action, "fired": s.fired, "done": s.done}
                 for s in self.signals.values()]
 
