@@ -41,9 +41,12 @@ def _json(content: bytes | None) -> Any:
 
 
 def _conditions(obj: Any) -> list[dict[str, Any]]:
-    conds = ((obj or {}).get("status") or {}).get("conditions") if isinstance(obj, Mapping) else None
+    """[{type, status, reason}] of an object's status.conditions; [] for anything else (a Status answer's
+    `status` is a string)."""
+    st = obj.get("status") if isinstance(obj, Mapping) else None
+    conds = st.get("conditions") if isinstance(st, Mapping) else None
     return [{k: c.get(k) for k in ("type", "status", "reason") if k in c}
-            for c in conds or [] if isinstance(c, Mapping)]
+            for c in conds if isinstance(c, Mapping)] if isinstance(conds, list) else []
 
 
 def writes_from_flows(flows: Iterable[Any]) -> dict[str, dict[str, Any]]:
@@ -71,7 +74,7 @@ def writes_from_flows(flows: Iterable[Any]) -> dict[str, dict[str, Any]]:
                 obj = _json(resp.get_content(strict=False))
             except ValueError:
                 obj = None
-            if isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping):
+            if isinstance(obj, Mapping) and obj.get("kind") != "Status" and isinstance(obj.get("metadata"), Mapping):
                 md = obj["metadata"]
                 answer = {"resource_version": md.get("resourceVersion"), "conditions": _conditions(obj),
                           "managed_fields": md.get("managedFields") or []}
@@ -234,32 +237,50 @@ def flow_fates(history: Sequence[Mapping[str, Any]]) -> dict[int, str]:
     return {f: _fate(history, f, t0) for f in decisive_flows(history)}
 
 
+def _statuses(body: Any) -> dict[str, str]:
+    return {str(c.get("type")): str(c.get("status")) for c in _conditions(body)}
+
+
 def _removed_by(writes: Mapping[str, Mapping[str, Any]], order: Sequence[int]) -> list[str]:
-    """Sentences for each forced apply that dropped conditions an earlier-applied write of the same field
-    manager on the same object had set (server-side apply removes the fields a manager stops applying)."""
+    """Sentences, one per forced server-side apply among the flows `order` that kube-apiserver applied:
+    what it did to the conditions of the write applied just before it on the same object by the same
+    field manager (any of `writes`): conditions whose status it turned, and conditions its body leaves
+    out, which server-side apply removes because that manager owned them."""
     out = []
-    applied = [(f, writes[str(f)]) for f in order if str(f) in writes and _rv(writes[str(f)]) is not None
-               and writes[str(f)].get("status") == 200]
-    applied.sort(key=lambda fw: _rv(fw[1]))
-    for i, (fb, b) in enumerate(applied):
-        qb = _query(b.get("path", ""))
+
+    def base_path(w: Mapping[str, Any]) -> str:
+        return str(w.get("path", "")).split("?")[0]
+
+    applied = sorted(((int(k), w) for k, w in writes.items() if k.isdigit() and isinstance(w, Mapping)
+                      and w.get("status") == 200 and _rv(w) is not None), key=lambda fw: _rv(fw[1]))
+    for fb in order:
+        b = writes.get(str(fb))
+        if not isinstance(b, Mapping) or b.get("status") != 200 or _rv(b) is None:
+            continue
+        qb = _query(str(b.get("path", "")))
         if "apply" not in str(b.get("content_type")) or qb.get("force") != "true":
             continue
-        for fa, a in applied[:i]:
-            if a.get("path", "").split("?")[0] != b.get("path", "").split("?")[0]:
-                continue
-            if _query(a.get("path", "")).get("fieldManager") != qb.get("fieldManager"):
-                continue
-            gone = [t for t in _types(a.get("body")) if t not in _types(b.get("body"))]
-            after = {c.get("type") for c in (b.get("answer") or {}).get("conditions") or []}
-            gone = [t for t in gone if t not in after]
-            if gone:
-                out.append(f"flow {fb} ({b.get('label')}), applied after flow {fa} ({a.get('label')}) "
-                           f"(resourceVersion {_rv(b)} after {_rv(a)}), is a forced server-side apply "
-                           f"(`force=true`) by the same field manager `{qb.get('fieldManager')}`, and its body "
-                           f"has no {', '.join(gone)} condition: server-side apply removed "
-                           f"{', '.join(gone)}, which that manager owned, from the object (its answer has "
-                           f"conditions {', '.join(sorted(t for t in after if t)) or 'none'}).")
+        before = [(fa, a) for fa, a in applied if _rv(a) < _rv(b) and base_path(a) == base_path(b)
+                  and _query(str(a.get("path", ""))).get("fieldManager") == qb.get("fieldManager")]
+        if not before:
+            continue
+        fa, a = before[-1]
+        sa, sb = _statuses(a.get("body")), _statuses(b.get("body"))
+        after = {str(c.get("type")) for c in (b.get("answer") or {}).get("conditions") or []}
+        turned = [f"{t} {sa[t]}→{sb[t]}" for t in sb if t in sa and sa[t] != sb[t]]
+        gone = [t for t in sa if t not in sb and t not in after]
+        if not turned and not gone:
+            continue
+        did = []
+        if turned:
+            did.append(f"it turned {', '.join(turned)}")
+        if gone:
+            did.append(f"its body has no {', '.join(gone)} condition, so server-side apply removed "
+                       f"{'it' if len(gone) == 1 else 'them'} (that manager owned {'it' if len(gone) == 1 else 'them'})")
+        out.append(f"flow {fb} ({b.get('label')}), applied after flow {fa} ({a.get('label')}) (resourceVersion "
+                   f"{_rv(b)} after {_rv(a)}), is a forced server-side apply (`force=true`) by the same field "
+                   f"manager `{qb.get('fieldManager')}`: {'; '.join(did)}. Its answer has conditions "
+                   f"{', '.join(sorted(after)) or 'none'}.")
     return out
 
 
@@ -276,7 +297,9 @@ def race_section(history: Sequence[Mapping[str, Any]], names: Names, writes: Map
     out = ["## The writes that decided the verdict", "",
            "The writes a fault rule touched, as the proxy recorded them (bodies from flows.mitm, redacted; "
            "writes.json has them whole). Times are seconds since the case started, as in the timeline.", ""]
-    if not writes:
+    if writes.get("_error"):
+        out += [f"writes.json could not be made from the flows ({writes['_error']}); flows.mitm has the bodies.", ""]
+    elif not writes:
         out += ["The bundle has no writes.json and no readable flows.mitm, so the bodies cannot be shown.", ""]
     for f in order:
         w = writes.get(str(f)) or {}

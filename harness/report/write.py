@@ -145,6 +145,7 @@ def cut_flows(src: Path, start: float, end: float, flow_numbers: set[int], menti
     when given. Each flow's `comment` (the column `mitmweb -r` shows with --set web_columns=…,comment) is
     its label, and for a flow a fault rule touched in `history` also what the proxy did with it and when;
     those flows are `marked` (a red dot in mitmweb's list; filter `~marked`). Returns how many flows.
+    writes.json holds {"_error": …} when the writes could not be read out of the flows.
     Raises OSError when a file cannot be read or written."""
     from mitmproxy import io as mio
     from mitmproxy.addons.savehar import SaveHar
@@ -175,7 +176,10 @@ def cut_flows(src: Path, start: float, end: float, flow_numbers: set[int], menti
             w.add(f)
     dst_har.write_text(json.dumps(SaveHar().make_har(picked), indent=1))
     if dst_writes is not None:
-        race.write_writes(picked, dst_writes)
+        try:
+            race.write_writes(picked, dst_writes)
+        except Exception as e:  # noqa: BLE001 - evidence is best effort: say why, keep the rest of the bundle
+            dst_writes.write_text(json.dumps({"_error": f"{type(e).__name__}: {e}"}))
     return len(picked)
 
 

@@ -64,6 +64,11 @@ def _session_flows(path: Path) -> Path:
                     ["QuotaReserved", "Evicted", "Admitted", "Preempted"], "263",
                     ["QuotaReserved", "Evicted", "Admitted", "Preempted"], T0 + 0.35),
     ]
+    refused = _write_flow(7, f"quota_release {NS}/{WL1} (kueue-admission, strict)", [], "0", [], T0 + 0.5)
+    refused.response.status_code = 409
+    refused.response.content = json.dumps({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                           "reason": "Conflict", "message": "the object has been modified"}).encode()
+    flows.append(refused)
     with open(path, "wb") as fh:
         w = mio.FlowWriter(fh)
         for f in flows:
@@ -74,7 +79,7 @@ def _session_flows(path: Path) -> Path:
 def _cut(tmp_path: Path) -> Path:
     out = tmp_path / "b"
     out.mkdir()
-    cut_flows(_session_flows(tmp_path / "session.mitm"), T0, T0 + 20, {5, 6}, [NS], Redactor([TOKEN]),
+    cut_flows(_session_flows(tmp_path / "session.mitm"), T0, T0 + 20, {5, 6, 7}, [NS], Redactor([TOKEN]),
               out / "flows.mitm", out / "flows.har", stuck_history(), out / "writes.json")
     return out
 
@@ -96,7 +101,8 @@ def test_writes_json_keeps_bodies_answers_and_managed_fields_redacted(tmp_path):
     text = (out / "writes.json").read_text()
     assert TOKEN not in text
     w = json.loads(text)
-    assert set(w) == {"5", "6"}
+    assert set(w) == {"5", "6", "7"}
+    assert w["7"]["status"] == 409 and w["7"]["answer"] == {"reason": "Conflict", "message": "the object has been modified"}
     assert [c["type"] for c in w["5"]["body"]["status"]["conditions"]] == ["QuotaReserved", "Admitted"]
     assert w["5"]["answer"]["resource_version"] == "264" and w["5"]["status"] == 200
     assert race.conditions_owned(w["5"]["answer"]["managed_fields"][0]) == ["Admitted", "QuotaReserved"]
@@ -115,15 +121,33 @@ def test_the_report_shows_the_bodies_the_owners_and_what_the_forced_apply_remove
     assert '"type": "Evicted"' in sec and "request body (redacted)" in sec
     assert "`kueue-admission` (Apply, status): Admitted, QuotaReserved" in sec
     proof = sec.split("**What the forced apply did:**", 1)[1]
-    assert "flow 5" in proof and "after flow 6" in proof and "removed Evicted, Preempted" in proof
+    assert "flow 5" in proof and "after flow 6" in proof
+    assert "its body has no Evicted, Preempted condition, so server-side apply removed them" in proof
     assert "same field manager `kueue-admission`" in proof
     assert "Final owners of status.conditions" in sec and "Workload job1" in sec
+
+
+def test_a_late_admission_that_turns_a_quota_release_back_is_named():
+    """Scenario 2: job1's quota release (not held) is applied, then its held admission turns it back."""
+    def w(label, types_, rv):
+        return {"label": label, "method": "PATCH", "path": PATH, "content_type": "application/apply-patch+yaml",
+                "status": 200, "body": {"status": {"conditions": [{"type": t, "status": v} for t, v in types_]}},
+                "answer": {"resource_version": rv, "conditions": [{"type": t, "status": v} for t, v in types_
+                                                                   if t in ("QuotaReserved", "Admitted")]}}
+    writes = {"5": w("admission job1", [("QuotaReserved", "True"), ("Admitted", "True")], "276"),
+              "44": w("quota release job1", [("QuotaReserved", "False"), ("Evicted", "True"), ("Admitted", "False"),
+                                             ("Requeued", "True")], "270")}
+    md = "\n".join(race.race_section(stuck_history(), report.Names(stuck_history()), writes, {}))
+    proof = md.split("**What the forced apply did:**", 1)[1]
+    assert "flow 5 (admission job1), applied after flow 44 (quota release job1) (resourceVersion 276 after 270)" in proof
+    assert "it turned QuotaReserved False→True, Admitted False→True" in proof
+    assert "no Evicted, Requeued condition" in proof
 
 
 def test_old_bundles_get_their_writes_from_flows_mitm(tmp_path):
     out = _cut(tmp_path)
     (out / "writes.json").unlink()
-    assert set(race.load_writes(out)) == {"5", "6"}
+    assert set(race.load_writes(out)) == {"5", "6", "7"}
     (out / "flows.mitm").unlink()
     assert race.load_writes(out) == {}
 
