@@ -21,7 +21,8 @@ from harness import versions
 from harness.errors import HarnessError
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
-SEED_CASES = ("test_stuck_preemption.py", "test_quota_oversubscription.py")
+#: What `run` and `matrix` run: every scenario folder under cases/ (pytest finds the cases; adding a bug
+#: folder adds its cases, nothing is listed here).
 
 
 def _spec(args: argparse.Namespace):
@@ -63,18 +64,25 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if local:
         binaries.ensure_all(spec)
         _kubectl_too(optional=True)  # for the first `up` afterwards; the cases do not need it
-    targets = [str(CASES_DIR / c) for c in SEED_CASES]
+    targets = [str(CASES_DIR)]
     if args.k:
         targets += ["-k", args.k]
     code = pytest.main([*targets, "-p", "no:cacheprovider", "-qq", "-rN", "--no-verdict-table", *spec.cli_args(),
                         f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--target={args.target}",
                         *(["--keep-env"] if args.keep_env else []), *args.pytest_args])
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        raise HarnessError(f"no case matched -k {args.k}: -k takes a pytest expression over case names, e.g. "
+                           "-k stuck_preemption or -k 'not control'; `kueue-harness run -- --collect-only -q` lists "
+                           "the cases" if args.k else f"no case was collected from {CASES_DIR}: is the checkout complete?")
+    if code == pytest.ExitCode.USAGE_ERROR:
+        extra = f" or the options after `--` ({' '.join(args.pytest_args)})" if args.pytest_args else ""
+        raise HarnessError(f"pytest refused the cases folder {CASES_DIR}{extra}: its message is above")
     summary = art / "summary.json"
     if summary.exists():
         data = json.loads(summary.read_text())
         kb = data.get("kueue") or {}
         commit = f", commit {str(kb['commit'])[:10]}" if kb.get("commit") else ""
-        print(f"\nSeed scenarios of kubernetes-sigs/kueue#11480 on Kueue {data['kueue_version']}{commit} "
+        print(f"\nScenarios ({', '.join(sorted(versions.KNOWN_BUGS))}) on Kueue {data['kueue_version']}{commit} "
               f"(as the binary reported; kube-apiserver {data['kubernetes_version']}, target {data['target']}):")
         print(f"  {'case':<40} {'verdict':<11} {'expected':<11} {'seconds':>7}")
         for c in data["cases"]:
@@ -357,13 +365,63 @@ def _add_name(p: argparse.ArgumentParser, what: str = "the session's name (defau
 
 
 def _shipped_plans() -> str:
-    from harness.plans import PLANS_DIR
+    from harness.plans import shipped_plans
 
-    return ", ".join(sorted(f.stem for f in PLANS_DIR.glob("*.yaml")))
+    return ", ".join(sorted(shipped_plans()))
+
+
+def _version() -> str:
+    """The installed project's version (package metadata, from pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kueue-harness")
+    except PackageNotFoundError:
+        return "unknown (not installed: `pip install -e .` in the checkout)"
+
+
+#: Options that name a path the user chose: (argparse dest, option, default when not given).
+_PATH_OPTIONS = (("artifacts_dir", "--artifacts-dir", "artifacts"), ("out", "--out", None), ("file", "--file", None))
+
+
+def _os_error(e: OSError, args: argparse.Namespace) -> str:
+    """One paragraph for an OSError: what failed on which path, and the remedy for that path (the option
+    that chose it, when one did)."""
+    what = f"{e.strerror or e}{': ' + os.fsdecode(e.filename) if e.filename else ''}"
+    if e.filename:
+        failed = Path(os.fsdecode(e.filename)).resolve()
+        for dest, option, default in _PATH_OPTIONS:
+            if not hasattr(args, dest):
+                continue
+            given = getattr(args, dest) or default
+            if not given:
+                continue
+            chosen = Path(given).resolve()
+            if failed == chosen or chosen in failed.parents or (failed in chosen.parents and failed != Path("/")):
+                return (f"{what}. It is on the path {option} names{'' if getattr(args, dest) else ' by default'}: "
+                        f"check its permissions and free space, or choose another with {option}.")
+    return f"{what}. Check that path's permissions and the free space there."
+
+
+def _stdout_gone() -> bool:
+    """True when standard output's reader has gone; then stdout is pointed at /dev/null, so Python's own
+    flush at exit does not complain a second time."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        gone = any(ev & select.POLLERR for _, ev in poll.poll(0))  # a pipe whose read end is closed
+    except (OSError, ValueError):
+        return False
+    if gone:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return gone
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kueue-harness", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="build what is missing, reproduce the seed cases, print the verdicts")
     _add_kueue_options(r)
@@ -467,10 +525,15 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as e:
         print(f"kueue-harness: {e}", file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:
+        if _stdout_gone():
+            return 141  # the reader went away (`kueue-harness logs | head`): as a shell reports SIGPIPE
+        print("kueue-harness: a connection was closed while writing to it (broken pipe); run the command again, "
+              "and if it persists check `kueue-harness status`", file=sys.stderr)
+        return 2
     except OSError as e:
-        # Folders that cannot be created or written (a file in the way, a read-only or full disk).
-        print(f"kueue-harness: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}. Check the path "
-              "and its permissions and free space, or choose another with --artifacts-dir.", file=sys.stderr)
+        # Files and folders that cannot be created or written (a file in the way, read-only or full disk).
+        print(f"kueue-harness: {_os_error(e, args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kueue-harness: interrupted", file=sys.stderr)

@@ -287,8 +287,9 @@ def _run_go(cmd: list[str], cwd: Path, log, what: str, progress: Progress, inter
     if rc != 0:
         tail = "".join(l for l in lines if not l.startswith("go: downloading"))[-1500:]
         raise BuildError(
-            f"{what} failed (exit {rc}) after {time.monotonic() - start:.0f}s. Full log: {log.name}. "
-            f"Last output:\n{tail}"
+            f"{what} failed (exit {rc}) after {time.monotonic() - start:.0f}s. Read the full log, {log.name}; "
+            "a module that cannot be downloaded points at the Go module proxy (`go env GOPROXY`). Last output:\n"
+            f"{tail}"
         )
 
 
@@ -302,7 +303,8 @@ def build(target: GoTarget, progress: Progress = _default_progress) -> Path:
     if override:
         p = Path(override)
         if not (p.is_file() and os.access(p, os.X_OK)):
-            raise HarnessError(f"{target.override_env}={override} is not an executable file.")
+            raise HarnessError(f"{target.override_env}={override} is not an executable file: point it at the "
+                               f"{target.name} binary (`chmod +x` it), or unset it to have it built")
         return p
     root = cache_root()
     out = root / "bin" / f"{target.name}-{target.version}"
