@@ -333,6 +333,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return report.cli(args.bundle, args.out, args.liveness_bound)
 
 
+def _cmd_bundle(args: argparse.Namespace) -> int:
+    from harness.report import from_session
+
+    return from_session.cli(args.name, args.namespace, args.out)
+
+
 def _cmd_versions(args: argparse.Namespace) -> int:
     print(f"kube-apiserver / kube-controller-manager  {versions.KUBERNETES_VERSION}")
     print(f"etcd                                      {versions.ETCD_VERSION}")
@@ -516,9 +522,17 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("bundle", help="a bundle folder (artifacts/<run>/cases/<case>) or its .tar.gz")
     rp.add_argument("--out", help="folder for report.recheck.md (default: the bundle folder; for an archive "
                                   "<archive>.recheck/, where it is unpacked); report.md is never rewritten")
-    rp.add_argument("--liveness-bound", type=float, default=15.0,
-                    help="seconds a preempting Workload may take to get quota (default 15, as the seed case)")
+    rp.add_argument("--liveness-bound", type=float, default=None,
+                    help="seconds a preempting Workload may take to get quota (default: the bound the run used)")
     rp.set_defaults(func=_cmd_report)
+    bd = sub.add_parser("bundle", help="write an evidence bundle (report.md, history, logs, flows, final objects) "
+                                       "from a running session; `kueue-harness report` re-checks it")
+    bd.add_argument("--namespace", help="the namespace whose Workloads the bundle is about (default: the one the "
+                                        "session's Workloads are in)")
+    bd.add_argument("--out", help="the bundle's folder, new (default <session artifacts>/bundles/<namespace>-<time>); "
+                                  "the archive goes beside it")
+    _add_name(bd)
+    bd.set_defaults(func=_cmd_bundle)
     args = p.parse_args(argv)
     try:
         return args.func(args)

@@ -40,10 +40,13 @@ class Names:
                 self.workloads.setdefault(name, self._short(name))
 
     def _short(self, wl: str) -> str:
+        """A Job's Workload `job-<job>-<hash>` -> `<job>`: the Jobs the history created first, else any
+        name of that form (a manual session's Jobs are created by hand, so its history names none)."""
         for job in sorted(self.jobs, key=len, reverse=True):
             if re.fullmatch(rf"job-{re.escape(job)}-[0-9a-z]{{5}}", wl):
                 return job
-        return wl
+        m = re.fullmatch(r"job-(.+)-[0-9a-z]{5}", wl)
+        return m.group(1) if m else wl
 
     def wl(self, name: str | None) -> str:
         if not name:

@@ -107,8 +107,9 @@ class Redactor:
 
 def run_secrets(env: Any) -> list[str]:
     """The secret values of a running environment: its bearer tokens (admin, Kueue, kube-controller-
-    manager, the proxy's control token) and every PEM private key in its state folder (and Kueue's metrics
-    key). Attributes that an environment does not have are skipped."""
+    manager, the proxy's control token; also read from the state folder's tokens.csv and *.token files, so
+    a stand-in with only `state` — a manual session's bundle — finds them) and every PEM private key in
+    its state folder (and Kueue's metrics key). Attributes that an environment does not have are skipped."""
     out: list[str] = []
     for attr in ("admin_token", "kueue_token", "kcm_token"):
         v = getattr(env, attr, None)
@@ -132,6 +133,8 @@ def run_secrets(env: Any) -> list[str]:
             continue
         if p.name == "control.token" or p.name.endswith(".token"):
             out.append(text.strip())
+        elif p.name == "tokens.csv":  # kube-apiserver's static tokens: token,user,uid,"groups" per line
+            out.extend(line.split(",", 1)[0].strip() for line in text.splitlines() if "," in line)
         out.extend(m.group(0) for m in _PEM_PRIVATE.finditer(text))
     return out
 

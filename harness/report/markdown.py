@@ -105,7 +105,7 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         out += [f"Re-checked offline by `kueue-harness report`{f' with liveness bound {bound:g}s' if bound_given else ''}; "
                 "the run's own report is report.md beside this file.", ""]
     rows = [
-        ["verdict", f"**{recorded}** (expected: {meta.get('expected', '?')}); offline re-check from history.jsonl: "
+        ["verdict", f"**{recorded}** (expected: {meta.get('expected') or '-'}); offline re-check from history.jsonl: "
                     f"{verdict} ({agree})"],
         ["invariant", inv_text or "-"],
         ["case", f"`{meta.get('case', '?')}`"],

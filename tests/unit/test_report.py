@@ -331,3 +331,11 @@ def test_a_job_is_drawn_before_kueue_reacts_to_it():
     job = next(i for i, ln in enumerate(lines) if "create Job job1" in ln)
     wl = next(i for i, ln in enumerate(lines) if "create Workload job1" in ln)
     assert job < wl and "create Job job1 (priority low, cpu 1), call returned 0.200s" in lines[job]
+
+
+def test_names_shorten_workloads_of_jobs_the_history_did_not_create():
+    """A manual session's Jobs are created by hand: job-<name>-<hash> still reads as <name>."""
+    n = report.Names([{"ts": 1.0, "source": "proxy", "event": "watch_event", "namespace": "demo",
+                       "name": "job-job1-6e59a", "type": "ADDED"}], "demo")
+    assert n.wl("job-job1-6e59a") == "job1" and n.legend() == ["job1 = demo/job-job1-6e59a"]
+    assert n.wl("other-name") == "other-name"

@@ -109,3 +109,14 @@ def test_run_secrets_reads_tokens_and_keys(tmp_path):
     s = run_secrets(Env())
     assert {"a" * 20, "k" * 20, "c" * 20, "t" * 20} <= set(s)
     assert sum("PRIVATE KEY" in x for x in s) >= 1 and not any("CERTIFICATE" in x for x in s)
+
+
+def test_run_secrets_reads_the_static_token_file_of_a_state_folder(tmp_path):
+    """A manual session's bundle knows only the session's state folder: its tokens.csv names every token."""
+    from types import SimpleNamespace
+
+    from harness.redact import run_secrets
+
+    (tmp_path / "tokens.csv").write_text(f'{"a" * 24},kueue-harness-admin,1,"system:masters"\n'
+                                         f'{"k" * 24},kueue-manager,2,"system:masters"\n')
+    assert {"a" * 24, "k" * 24} <= set(run_secrets(SimpleNamespace(state=tmp_path)))
