@@ -224,8 +224,10 @@ def resolve(repo_git: Path, ref: str, progress: Progress = _default_progress) ->
     if not sha:
         origin = repo_git.parent / "origin"
         where = origin.read_text().strip() if origin.is_file() else str(repo_git)
-        raise UnservedVersion(f"Kueue {ref} is not in the repository {where}. List its tags with "
-                              f"`git --git-dir {repo_git} tag`, or point --kueue-repo at another repository.")
+        tags = _git("--git-dir", str(repo_git), "tag", "--list", "v[0-9]*", "--sort=version:refname", check=False).split()
+        shown = ", ".join(tags[-40:]) or "none"
+        raise UnservedVersion(f"Kueue {ref} is not in the repository {where} (its tags: {shown}). Pick one of those, "
+                              "or point --kueue-repo at another repository.")
     return sha
 
 
@@ -415,7 +417,15 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
             if b is not None:
                 return b
             if repo_git is None:
-                repo_git = repo_dir(spec.repo, progress)
+                try:
+                    repo_git = repo_dir(spec.repo, progress)
+                except BuildError as e:
+                    raise UnservedVersion(
+                        f"Kueue {tag} is not served by the Go module proxy, and the Kueue repository "
+                        f"{spec.repo or os.environ.get('KUEUE_HARNESS_KUEUE_REPO') or versions.UPSTREAM_KUEUE_REPO} "
+                        f"could not be cloned ({str(e).splitlines()[0][-300:]}). Point --kueue-repo "
+                        "(KUEUE_HARNESS_KUEUE_REPO) at a Kueue repository or a .tar of one, or pick a tag the module "
+                        f"proxy served here: {', '.join(versions.MODULE_PROXY_SERVED)}.") from None
             sha = resolve(repo_git, tag, progress)
             return _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}", progress)
     repo_git = repo_dir(spec.repo, progress)
