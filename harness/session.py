@@ -10,6 +10,7 @@ Layout (root: <cache>/sessions, <cache> as in harness/env/binaries.cache_root):
                          "control_token_file", "web_url", "state", "kueue_log". Paths only, never secrets (the
                          control token stays in the 0600 file it names).
   <name>/up.lock        flock held by the `up` that starts the session, until the session is ready.
+  `down` (and a failed `up`) removes the folder.
 
 Ownership: `up` owns its supervisor until the environment is ready. The supervisor gets SIGTERM when
 `up` dies (PR_SET_PDEATHSIG, cleared once ready), and SIGTERM/SIGHUP/SIGINT to `up` stop the supervisor
@@ -108,8 +109,15 @@ def _lock_held(name: str) -> bool:
 def _start_lock(name: str, busy: str) -> Iterator[None]:
     """Hold the session's start lock, or raise HarnessError(`busy`) when another process holds it."""
     d = session_dir(name)
-    d.mkdir(parents=True, exist_ok=True)
-    fh = open(d / "up.lock", "a")
+    for _ in range(3):  # a `down` of the same name may remove the folder between mkdir and open
+        d.mkdir(parents=True, exist_ok=True)
+        try:
+            fh = open(d / "up.lock", "a")
+            break
+        except FileNotFoundError:
+            continue
+    else:
+        raise HarnessError(f"cannot create {d / 'up.lock'}: something keeps removing {d}; try again")
     try:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -268,10 +276,22 @@ def _stop_supervisor(pid: int, start: int | None, timeout: float) -> bool:
         return False
 
 
+def _forget(name: str) -> None:
+    """Remove the session's folder (record and lock file) once nothing runs under that name. Called with
+    the start lock held; an `up` that comes after makes the folder again."""
+    d = session_dir(name)
+    session_file(name).unlink(missing_ok=True)
+    (d / "up.lock").unlink(missing_ok=True)
+    try:
+        d.rmdir()
+    except OSError:
+        pass  # something else is in it: leave it
+
+
 def _cleanup(rec: dict[str, Any]) -> str:
-    """Reap what a dead supervisor left and remove the session's record. Returns what was done."""
+    """Reap what a dead supervisor left and remove the session's record and folder. Returns what was done."""
     killed, removed = reap_owned(rec["supervisor"], rec.get("state"))
-    session_file(rec["name"]).unlink(missing_ok=True)
+    _forget(rec["name"])
     parts = [f"reaped {', '.join(killed)}" if killed else "none of its processes was left running",
              f"removed its state folder (keys, tokens) {', '.join(removed)}" if removed else "no state folder was left"]
     return "; ".join(parts)
@@ -457,6 +477,7 @@ def stop(name: str | None = None, timeout: float = 60) -> str:
     with _start_lock(name, busy):
         rec = describe(name, holding_lock=True)
         if rec is None:
+            _forget(name)
             return f"no session named {name} was running.{_others(name)}"
         sup = rec["supervisor"]
         if rec["phase"] == "died":

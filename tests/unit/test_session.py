@@ -217,6 +217,7 @@ def test_named_sessions_are_listed_and_stopped_one_at_a_time(fake: Fake) -> None
         d = fake.cli("down", "old")
         assert d.returncode == 0 and "session old stopped" in d.stdout, (d.stdout, d.stderr)
         assert sups["old"].wait(10) is not None and sups["new"].poll() is None
+        assert not (fake.cache / "sessions" / "old").exists(), "a stopped session leaves no folder behind"
         d = fake.cli("down", "--name", "new")
         assert "session new stopped" in d.stdout and sups["new"].wait(10) is not None
         assert "had died" in fake.cli("down", "gone").stdout
@@ -264,3 +265,30 @@ def test_up_without_go_needs_no_go_when_every_binary_is_given(fake: Fake) -> Non
     out, err = up.communicate(timeout=60)
     assert "use your own kubectl" in err and "Go is not on PATH" in err, err
     assert "install Go" not in err
+
+
+def test_a_stop_signal_while_the_supervisor_builds_kills_the_build(fake: Fake) -> None:
+    """`up` on an empty cache builds kubectl first; SIGTERM then must not leave `go build` running."""
+    gopid = fake.tmp / "go.pid"
+    go = _script(fake.tmp / "go" / "go", f"""case "$1" in
+env) echo go1.26.0 ;;
+build) echo $$ > {gopid}; exec sleep 300 ;;
+list) exit 1 ;;
+*) exit 0 ;;
+esac""")
+    fake.env["PATH"] = f"{go.parent}:/usr/bin:/bin"
+    del fake.env["KUEUE_HARNESS_KUBECTL"]
+    up = fake.up()
+    wait_for(lambda: gopid.is_file() and gopid.read_text().strip(), timeout=60, what="the fake go build to start")
+    pid = int(gopid.read_text())
+    rec = fake.record()
+    up.send_signal(signal.SIGTERM)
+    out, err = up.communicate(timeout=60)
+    try:
+        assert up.returncode == 143, err
+        assert "building kubectl" in err, err
+        _gone(pid, None, "the interrupted go build", timeout=5)
+        _gone(rec["supervisor"]["pid"], rec["supervisor"]["start"], "the supervisor", timeout=5)
+    finally:
+        if is_alive(pid, None):
+            os.kill(pid, signal.SIGKILL)
