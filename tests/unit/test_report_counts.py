@@ -16,7 +16,7 @@ from harness.checkers import Selection, compose
 from harness.checkers.base import observed_until, within_case
 from harness.checkers.liveness import Liveness
 from harness.names import Names
-from tests.unit.test_report import NS, WL1, WL2, ev, kobj, log, stuck_history
+from tests.unit.test_report import NS, WL1, WL2, kobj, log, stuck_history
 
 WAITING = "Preemption already issued, waiting for observation"
 SEL = Selection({"liveness": {}, "log_flood": {}, "quota": {}})

@@ -7,14 +7,13 @@ a missing objects.yaml is named; the recorded report.md is never rewritten; arch
 from __future__ import annotations
 
 import io
-import json
 import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
 
-from harness import cli, report
+from harness import cli
 from harness.report import bundle as bundle_mod
 
 DATA = Path(__file__).parent / "data" / "bundles"
