@@ -33,11 +33,11 @@ class QuotaSafety:
         if final:
             return [Finding(self.name, "violated", names.text(final[0].describe()).split(", held by")[0],
                             "Final state: " + "; ".join(names.text(f.describe()) for f in final)
-                            + (f". The monitor first saw it at t={during[0]['ts'] - t0:.2f}s." if during else "."))]
+                            + (f". The monitor first saw it at t={during[0]['ts'] - t0:.3f}s." if during else "."))]
         if during:
             return [Finding(self.name, "violated",
                             "transient: " + names.text(str(during[0].get("finding", ""))).split(", held by")[0],
-                            f"The monitor saw a violation at t={during[0]['ts'] - t0:.2f}s: "
+                            f"The monitor saw a violation at t={during[0]['ts'] - t0:.3f}s: "
                             + names.text(str(during[0].get("finding", ""))) + "; it cleared before the end.")]
         if not cqs:
             return [Finding(self.name, "not applicable", "no ClusterQueue in the final objects",

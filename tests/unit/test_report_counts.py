@@ -143,3 +143,16 @@ def test_times_are_written_to_the_millisecond_in_every_section():
     t = re.search(r"\(t=(\d+\.\d+)s\)", live.evidence).group(1)
     assert re.fullmatch(r"\d+\.\d{3}", t), t  # to the millisecond, as the diagram
     assert any(f" {t}s " in ln for ln in lines), (t, lines)
+
+
+def test_the_quota_monitors_time_is_the_diagrams():
+    from tests.unit.test_report import base, ev
+
+    h = sorted(base() + [ev(1.2345, "monitor", "quota_violation_started", finding=f"ClusterQueue {NS}-cq over",
+                            used_milli=2000, allowed_milli=1000, workloads=[])], key=lambda e: e["ts"])
+    verdict, findings = report.recheck(h, {"workloads": [], "clusterqueues": [{"metadata": {"name": "cq"}}]},
+                                       selection=Selection({"quota": {}}))
+    quota = next(f for f in findings if f.check == "quota")
+    t = re.search(r"at t=(\d+\.\d+)s", quota.evidence).group(1)
+    lines = report.diagram_lines(h, verdict=verdict, findings=findings)
+    assert any(f"{t}s monitor: quota violated" in ln for ln in lines), (t, lines)
