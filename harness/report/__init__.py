@@ -6,9 +6,11 @@ Writing (`write_case_bundle`) needs the live environment; everything else is pur
 re-renders report.md on a machine with no cluster. Layout of a bundle: docs/evidence.md; history.jsonl's
 events: docs/history.md.
 
-Modules: `bundle` (reading, the history schema, the re-check), `diagram` (the sequence diagram and its
-validator), `markdown` (report.md), `write` (cutting logs and flows, writing and packing a case's bundle),
-`offline` (`kueue-harness report`). Callers use this package: `from harness import report`.
+Modules: `bundle` (reading, archive extraction with limits, the history schema, the re-check), `diagram`
+(the sequence diagram and its validator), `markdown` (report.md), `race` (the writes that decided the
+verdict: bodies, field ownership, what a forced apply removed), `write` (cutting logs and flows, writing
+and packing a case's bundle), `offline` (`kueue-harness report`), `from_session` (`kueue-harness bundle`:
+a bundle from a running `up` session). Callers use this package: `from harness import report`.
 """
 
 from harness.names import Names  # noqa: F401 - part of the report API (short names in reports)
