@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import kueue_log
+from harness import kueue_log, report
 from harness.env import binaries, kueue_build
 from harness.errors import BuildError, UnservedVersion
 from harness.matrix import CASES_DIR, aggregate, run_cases
@@ -57,6 +57,10 @@ def test_seed_cases_on_a_fixed_release(tmp_path: Path, artifacts_dir: Path) -> N
     assert summary["kueue"]["reported"]["gitVersion"] == FIXED_RELEASE
     assert summary["kueue"]["commit"] == bins.kueue_build.commit
     assert summary["exit"] == 0, summary.get("output_tail")
+    # The offline re-check of every bundle gives the verdict the run recorded (one composition of checkers).
+    for case in summary["cases"]:
+        r = report.report_bundle(Path(case["bundle"]), out=tmp_path / Path(case["bundle"]).name)
+        assert r.verdict == r.recorded == case["verdict"], (case["case"], r.verdict, r.recorded, r.notes)
 
 
 def test_source_tree_with_a_local_change(tmp_path: Path) -> None:
