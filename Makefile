@@ -18,7 +18,7 @@ run: $(BIN)/.installed
 	$(BIN)/kueue-harness run $(ARGS)
 
 test: $(BIN)/.installed
-	$(BIN)/python -m pytest tests cases --junitxml=artifacts/junit-tests.xml $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests cases --recheck-bundles --junitxml=artifacts/junit-tests.xml $(PYTEST_ARGS)
 
 unit: $(BIN)/.installed
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

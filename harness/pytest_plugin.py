@@ -60,6 +60,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>)")
     g.addoption("--keep-env", action="store_true", default=False,
                 help="leave the environment running after the session (prints how to reach it)")
+    g.addoption("--recheck-bundles", action="store_true", default=bool(os.environ.get("KUEUE_HARNESS_RECHECK")),
+                help="at the end, re-check every bundle offline (`kueue-harness report`) and fail the run if a "
+                     "re-checked verdict differs from the live one (env KUEUE_HARNESS_RECHECK=1; `make test` sets it)")
     g.addoption("--no-verdict-table", action="store_true", default=False,
                 help="do not print the verdict table (kueue-harness run prints its own)")
     g.addoption("--repeat", type=int, default=1,
@@ -592,6 +595,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if v["verdict"] == "error" and not v["detail"]:
             v["detail"] = ("did not finish: interrupted (Ctrl-C)" if exitstatus == pytest.ExitCode.INTERRUPTED
                            else "did not finish")
+    if session.config.getoption("--recheck-bundles"):
+        _recheck_bundles(session, verdicts.values(), art)
     env = getattr(session.config, "_kh_env", None)
     summary = {
         # What ran: the version the Kueue binary reported (its "Initializing" log line), never the flag.
@@ -605,6 +610,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "cases": list(verdicts.values()),
     }
     (art / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+def _recheck_bundles(session: pytest.Session, entries, art: Path) -> None:
+    """Re-check each case's bundle offline with the checkers it recorded; a verdict that differs from the
+    live one fails the run (the live and offline verdicts come from one composition and must agree)."""
+    import tempfile
+
+    from harness import report
+
+    differ = []
+    with tempfile.TemporaryDirectory(prefix="kh-recheck-") as tmp:
+        for i, v in enumerate(entries):
+            if not v.get("bundle"):
+                continue
+            try:
+                r = report.report_bundle(Path(v["bundle"]), out=Path(tmp) / str(i))
+                v["recheck"] = r.verdict
+            except HarnessError as e:
+                v["recheck"] = f"failed: {str(e).splitlines()[0]}"
+            if v["recheck"] != v["verdict"]:
+                differ.append(f"{v['case']}: live {v['verdict']}, re-checked {v['recheck']}")
+    if differ:
+        (art / "recheck-differs.txt").write_text("\n".join(differ) + "\n")
+        print("\nkueue-harness: the offline re-check differs from the live verdict:\n  " + "\n  ".join(differ))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
