@@ -31,7 +31,8 @@ def _void(name: str, summary: str, evidence: str) -> Finding:
 @register
 class Forced:
     """Each hold rule in `rules` let its flow go because its release triggers fired (not by its plan
-    timeout, a fail, max_hold, or the end of the case): the forced ordering happened."""
+    timeout, a fail, max_hold, or the end of the case), and each process fault in `rules` (restart_kueue)
+    fired by its triggers and succeeded: the forced ordering happened."""
 
     name: ClassVar[str] = "forced"
     kind: ClassVar[str] = "assumption"
@@ -44,9 +45,16 @@ class Forced:
         bad = []
         for rid in self.rules:
             ends = [e for e in seen if e.get("source") == "proxy" and e.get("rule") == rid
-                    and e.get("event") in ("released", "hold_timeout", "failed", "hold_expired")]
+                    and e.get("event") in ("released", "hold_timeout", "failed", "hold_expired", "signal_done")]
             if not ends:
-                bad.append(f"{rid} never let a flow go before the case ended")
+                bad.append(f"{rid} never let a flow go (or, a process fault, never happened) before the case ended")
+            elif ends[0].get("event") == "signal_done":
+                # A process fault (restart_kueue): it must have fired by its triggers and succeeded.
+                fired = next((e for e in seen if e.get("source") == "proxy" and e.get("event") == "signalled"
+                              and e.get("rule") == rid), {})
+                if not ends[0].get("ok") or not str(fired.get("why", "")).startswith("triggers"):
+                    bad.append(f"{rid} fired by {fired.get('why', '-')} and ended ok={ends[0].get('ok')}, not by its "
+                               "triggers with success")
             elif ends[0].get("event") != "released" or not str(ends[0].get("why", "")).startswith("triggers"):
                 bad.append(f"{rid} ended by {ends[0].get('event')} ({ends[0].get('why', '-')}), not by its triggers")
         if bad:

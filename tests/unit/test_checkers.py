@@ -185,3 +185,16 @@ def test_a_broken_monitor_watch_voids_the_run() -> None:
     assert compose(Selection(selection_with_defaults({"quota": {}})), h, objs).verdict == "error"
     assert log  # (imported helpers stay in use)
     assert kobj(WL1)["name"] == WL1
+
+
+def test_forced_process_faults_must_fire_by_their_triggers_and_succeed() -> None:
+    def hist(why: str, ok: bool) -> list[dict]:
+        h = base(20.0) + [ev(1, "proxy", "signalled", rule="restart", action="restart_kueue", why=why),
+                          ev(2, "proxy", "signal_done", rule="restart", action="restart_kueue", ok=ok, since_signalled=1.0)]
+        return sorted(h, key=lambda e: e["ts"])
+
+    assert Forced(["restart"]).check(hist("triggers: a held", True), {}, names(base()))[0].result == "held"
+    assert Forced(["restart"]).check(hist("triggers: a held", False), {}, names(base()))[0].result == "violated"
+    assert Forced(["restart"]).check(hist("release.timeout 5s", True), {}, names(base()))[0].result == "violated"
+    never = base(20.0)
+    assert "never happened" in Forced(["restart"]).check(never, {}, names(never))[0].evidence
