@@ -279,6 +279,28 @@ def _cmd_plan_load(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plan_validate(args: argparse.Namespace) -> int:
+    """Check plan files offline (no session): each valid one gets a line on stdout, every problem of the
+    invalid ones a `file:line: …` line on stderr. 0 when all are valid, 2 otherwise."""
+    from harness.plans import PlanError, load_plan
+
+    bad = 0
+    for f in args.files:
+        try:
+            plan = load_plan(f, namespace=args.namespace)
+        except PlanError as e:
+            bad += 1
+            for line in e.errors:
+                print(line, file=sys.stderr)
+            continue
+        print(f"{plan.source}: valid, plan {plan.name}: {', '.join(r.id for r in plan.rules)}")
+    if bad:
+        print(f"kueue-harness: {bad} of {len(args.files)} plan{'s' if len(args.files) > 1 else ''} invalid "
+              "(docs/fault-plans.md, Validation)", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_plan_clear(args: argparse.Namespace) -> int:
     proxy = _attach(args)
     ids = [r["rule"]["id"] for r in proxy.state()["rules"]]
@@ -501,6 +523,11 @@ def main(argv: list[str] | None = None) -> int:
     pll.add_argument("--namespace", help="act only on this namespace (rules that name none)")
     _add_name(pll)
     pll.set_defaults(func=_cmd_plan_load)
+    plv = plsub.add_parser("validate", help="check plan files offline, no session needed: every problem as "
+                                           "file:line (exit 0 all valid, 2 otherwise)")
+    plv.add_argument("files", nargs="+", metavar="FILE", help=f"plan files, or shipped names ({_shipped_plans()})")
+    plv.add_argument("--namespace", help="check as `plan load --namespace NS` would load it")
+    plv.set_defaults(func=_cmd_plan_validate)
     plc = plsub.add_parser("clear", help="remove every loaded rule (held flows stay held until released)")
     _add_name(plc)
     plc.set_defaults(func=_cmd_plan_clear)

@@ -403,17 +403,29 @@ class Rule:
 def validate_rule_set(rules: list[Rule], loaded: set[str] = frozenset()) -> None:
     """Check a set of rules loaded together: unique ids (also against `loaded`), triggers naming known
     rules, and no cycle of holds that each wait for another's release (a deadlock). Raises RuleError
-    naming the rules involved."""
+    naming the rules involved (the first problem of `rule_set_errors`)."""
+    errors = rule_set_errors(rules, loaded)
+    if errors:
+        raise errors[0]
+
+
+def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
+                    elsewhere: set[str] = frozenset()) -> list[RuleError]:
+    """Every problem of a set of rules loaded together (see `validate_rule_set`), in rule order, the
+    cycle last (only the first cycle found). `loaded`: ids already in the proxy (a clash is an error);
+    `elsewhere`: ids that exist but are not in `rules` (a plan's rules that failed their own checks), so
+    triggers naming them are not reported as unknown a second time. Returns [] when the set is valid."""
+    errors: list[RuleError] = []
     ids: set[str] = set()
     for r in rules:
         if r.id in ids or r.id in loaded:
-            raise RuleError(f"rule {r.id}: a rule with this id is already loaded")
+            errors.append(RuleError(f"rule {r.id}: a rule with this id is already loaded"))
         ids.add(r.id)
-    known = ids | set(loaded)
+    known = ids | set(loaded) | set(elsewhere)
     for r in rules:
         for ref in sorted(r.refs()):
             if ref not in known:
-                raise RuleError(f"rule {r.id}: release trigger names unknown rule {ref!r}")
+                errors.append(RuleError(f"rule {r.id}: release trigger names unknown rule {ref!r}"))
     # Triggers that can never hold (the hold would only end by its timeout), for rules in this set.
     by_id = {r.id: r for r in rules}
     for r in rules:
@@ -423,20 +435,23 @@ def validate_rule_set(rules: list[Rule], loaded: set[str] = frozenset()) -> None
                 continue
             if t.rule and t.state not in target.kind.trigger_states:
                 if t.state in ("held", "released") and target.kind.consulted != "signal":
-                    raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but {t.rule} "
-                                    f"(action {target.action}) never holds a flow")
-                raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but {t.rule} "
-                                f"(action {target.action}) can only be waited for as "
-                                f"{' or '.join(target.kind.trigger_states) or 'nothing'}")
-            if t.delivered and target.kind.consulted in ("watch", "signal"):
-                raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.delivered}'s object to be "
-                                f"delivered, but {t.delivered} (action {target.action}) has no answered write")
-            if t.status is not None and target.kind.consulted == "signal":
-                raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state} with status "
-                                f"{t.status}, but {t.rule} (action {target.action}) has no HTTP status")
-            if t.state == "held" and t.status is not None and target.stage != "response":
-                raise RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} held with status "
-                                f"{t.status}, but {t.rule} holds requests (stage request), which have no status")
+                    errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but "
+                                            f"{t.rule} (action {target.action}) never holds a flow"))
+                else:
+                    errors.append(RuleError(
+                        f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but {t.rule} "
+                        f"(action {target.action}) can only be waited for as "
+                        f"{' or '.join(target.kind.trigger_states) or 'nothing'}"))
+            elif t.delivered and target.kind.consulted in ("watch", "signal"):
+                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.delivered}'s object to be "
+                                        f"delivered, but {t.delivered} (action {target.action}) has no answered write"))
+            elif t.status is not None and target.kind.consulted == "signal":
+                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state} with status "
+                                        f"{t.status}, but {t.rule} (action {target.action}) has no HTTP status"))
+            elif t.state == "held" and t.status is not None and target.stage != "response":
+                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} held with status "
+                                        f"{t.status}, but {t.rule} holds requests (stage request), which have no "
+                                        "status"))
     # A hold waiting for X to be released or answered (or delivered) needs X's own hold to end first;
     # waiting for X to be "held" does not, so such triggers make no edge (scenario 1 needs exactly that:
     # the admission waits for the eviction to be held, the eviction's answer for the admission).
@@ -456,9 +471,13 @@ def validate_rule_set(rules: list[Rule], loaded: set[str] = frozenset()) -> None
                 visit(m, path + [m])
         state[n] = 2
 
-    for n in graph:
-        if state.get(n) is None:
-            visit(n, [n])
+    try:
+        for n in graph:
+            if state.get(n) is None:
+                visit(n, [n])
+    except RuleError as e:
+        errors.append(e)
+    return errors
 
 
 @dataclass

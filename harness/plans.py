@@ -7,6 +7,7 @@ Format: docs/fault-plans.md. Each bug folder ships its plans in cases/<bug>/plan
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import yaml
 
 from harness.errors import HarnessError
 from harness import actions
-from harness.faults import Match, Release, Rule, RuleError, Trigger, rule_keys, validate_rule_set
+from harness.faults import Match, Release, Rule, RuleError, Trigger, rule_keys, rule_set_errors
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
 #: The plans of the seed scenarios (kubernetes-sigs/kueue#11480); every bug folder keeps its plans in
@@ -46,7 +47,12 @@ MAX_PLAN_BYTES = 1024 * 1024
 
 
 class PlanError(HarnessError):
-    """A plan file is invalid. `str()` starts with `file:line:` and says what to change."""
+    """A plan file is invalid. `str()` is one `file:line: …` line per problem, sorted by line, each saying
+    what to change; `errors` holds those lines."""
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors if errors is not None else [message]
 
 
 @dataclass(frozen=True)
@@ -69,38 +75,88 @@ def _err(source: str, node: yaml.Node | None, msg: str) -> PlanError:
     return PlanError(f"{source}:{line}: {msg}")
 
 
+class _Problems:
+    """The problems found in one plan file so far: (line, "file:line: message")."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.items: list[tuple[int, str]] = []
+
+    def add(self, node: yaml.Node | None, msg: str) -> None:
+        line = node.start_mark.line + 1 if node is not None else 1
+        self.items.append((line, f"{self.source}:{line}: {msg}"))
+
+    def error(self) -> PlanError | None:
+        """All problems as one PlanError (sorted by line, each once), or None when there are none."""
+        if not self.items:
+            return None
+        lines = list(dict.fromkeys(m for _, m in sorted(self.items, key=lambda i: i[0])))
+        return PlanError("\n".join(lines), lines)
+
+
 def _keys(node: yaml.MappingNode) -> dict[str, tuple[yaml.Node, yaml.Node]]:
     return {k.value: (k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)}
 
 
-def _check_mapping(source: str, node: yaml.Node, allowed: set[str], what: str) -> dict[str, tuple[yaml.Node, yaml.Node]]:
+def _check_mapping(problems: _Problems, node: yaml.Node, allowed: set[str],
+                   what: str) -> tuple[dict[str, tuple[yaml.Node, yaml.Node]] | None, set[str]]:
+    """(keys by name, unknown key names) of a mapping node, every unknown or repeated key added to
+    `problems`; (None, set()) when the node is not a mapping (added too)."""
     if not isinstance(node, yaml.MappingNode):
-        raise _err(source, node, f"{what}: expected a mapping")
+        problems.add(node, f"{what}: expected a mapping")
+        return None, set()
     keys = _keys(node)
     seen: set[str] = set()
+    unknown: set[str] = set()
     for knode, _ in node.value:
         k = knode.value if isinstance(knode, yaml.ScalarNode) else None
         if k not in allowed:
-            raise _err(source, knode, f"{what}: unknown key {k!r}; allowed: {', '.join(sorted(allowed))}")
-        if k in seen:
-            raise _err(source, knode, f"{what}: key {k!r} given twice")
+            problems.add(knode, f"{what}: unknown key {k!r}; allowed: {', '.join(sorted(allowed))}")
+            unknown.add(k)
+        elif k in seen:
+            problems.add(knode, f"{what}: key {k!r} given twice")
         seen.add(k)
-    return keys
+    return keys, unknown
 
 
-def _check_rule_nodes(source: str, node: yaml.Node, index: int) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-    keys = _check_mapping(source, node, _RULE_KEYS, f"rules[{index}]")
+def _check_rule_nodes(problems: _Problems, node: yaml.Node, index: int, rdata: Any
+                      ) -> dict[str, tuple[yaml.Node, yaml.Node]] | None:
+    """Check a rule's keys (its match, release and triggers too), adding every unknown or repeated key to
+    `problems` and removing unknown ones from `rdata` (a copy the caller owns), so that the rule's values
+    can still be checked. Returns the rule's keys, None when it is not a mapping."""
+    keys, unknown = _check_mapping(problems, node, _RULE_KEYS, f"rules[{index}]")
+    if keys is None or not isinstance(rdata, dict):
+        return keys
+    for k in unknown:
+        rdata.pop(k, None)
     if "match" in keys:
-        _check_mapping(source, keys["match"][1], _MATCH_KEYS, f"rules[{index}].match")
+        _, bad = _check_mapping(problems, keys["match"][1], _MATCH_KEYS, f"rules[{index}].match")
+        if bad and isinstance(rdata.get("match"), dict):
+            rdata["match"] = {k: v for k, v in rdata["match"].items() if k not in bad}
     if "release" in keys:
-        rel = _check_mapping(source, keys["release"][1], _RELEASE_KEYS, f"rules[{index}].release")
-        if "after" in rel:
+        rel, bad = _check_mapping(problems, keys["release"][1], _RELEASE_KEYS, f"rules[{index}].release")
+        if isinstance(rdata.get("release"), dict):
+            rdata["release"] = {k: v for k, v in rdata["release"].items() if k not in bad}
+        if rel is not None and "after" in rel:
             after = rel["after"][1]
             if not isinstance(after, yaml.SequenceNode):
-                raise _err(source, after, f"rules[{index}].release.after: expected a list of triggers")
+                problems.add(after, f"rules[{index}].release.after: expected a list of triggers")
+                if isinstance(rdata.get("release"), dict):
+                    rdata["release"].pop("after", None)
+                return keys
+            triggers = rdata["release"].get("after") if isinstance(rdata.get("release"), dict) else None
             for j, t in enumerate(after.value):
-                _check_mapping(source, t, _TRIGGER_KEYS, f"rules[{index}].release.after[{j}]")
+                tkeys, bad = _check_mapping(problems, t, _TRIGGER_KEYS, f"rules[{index}].release.after[{j}]")
+                if isinstance(triggers, list) and j < len(triggers):
+                    if tkeys is None:
+                        triggers[j] = dict(_PLACEHOLDER_TRIGGER)
+                    elif bad and isinstance(triggers[j], dict):
+                        triggers[j] = {k: v for k, v in triggers[j].items() if k not in bad}
     return keys
+
+
+#: Stands in for a trigger already reported, so that the others keep their index (release.after[N]).
+_PLACEHOLDER_TRIGGER = {"rule": "-", "state": "answered"}
 
 
 def _triggers(keys: dict[str, tuple[yaml.Node, yaml.Node]]) -> list[yaml.Node]:
@@ -142,11 +198,91 @@ def _field_node(keys: dict[str, tuple[yaml.Node, yaml.Node]], message: str, rule
     return rule_node
 
 
+def _rule_problem_target(e: RuleError, msg: str, rdata: dict[str, Any]) -> str | None:
+    """After `Rule.from_dict` refused `rdata` with `e`, take the value it is about out of `rdata` (so the
+    next attempt can find the rule's next problem) and return the key's name; None when the rule cannot
+    be checked further (its id or action is wrong, or the key is unclear)."""
+    msg = re.sub(r"^rule [^:]*: ", "", msg)
+    m = re.match(r"release\.after\[(\d+)\]", msg)
+    rel = rdata.get("release")
+    if m and isinstance(rel, dict) and isinstance(rel.get("after"), list) and int(m.group(1)) < len(rel["after"]):
+        rel["after"][int(m.group(1))] = dict(_PLACEHOLDER_TRIGGER)
+        return f"release.after[{m.group(1)}]"
+    m = re.match(r"(match|release)\.([a-z_]+)", msg)
+    if m and isinstance(rdata.get(m.group(1)), dict) and m.group(2) in rdata[m.group(1)]:
+        del rdata[m.group(1)][m.group(2)]
+        return m.group(2)
+    key = e.key
+    if key is None:
+        lead = re.match(r"`?([a-z_]+)`?\b", msg)  # "times must be …", "`release` applies to …"
+        key = lead.group(1) if lead and lead.group(1) in rdata else None
+    if key is None or key in ("id", "action") or key not in rdata:
+        return None
+    del rdata[key]
+    return key
+
+
+def _check_rule(problems: _Problems, rdata: dict[str, Any], keys: dict[str, tuple[yaml.Node, yaml.Node]],
+                rnode: yaml.Node) -> tuple[Rule | None, bool]:
+    """Build the rule, adding each of its value problems to `problems`: after a problem its value is taken
+    out and the rule checked again (at most 10 times), until it builds or cannot be checked further. A
+    problem that names a value already taken out is a consequence of that: not reported (its value is
+    taken out as well). Returns
+    (the Rule as built, None if it never built; whether it built with no problem)."""
+    removed: list[str] = []
+    for _ in range(10):
+        try:
+            rule = Rule.from_dict(rdata)
+        except RuleError as e:
+            msg = str(e)
+            bare = re.sub(r"^rule [^:]*: ", "", msg)
+            if not any(re.search(rf"(?<!\w){re.escape(k)}(?!\w)", bare) for k in removed):
+                node = _field_node(keys, msg, rnode)
+                if e.key in keys and e.key not in ("match", "release"):  # the key the message is about
+                    node = keys[e.key][0]
+                problems.add(node, msg)
+            # else: a consequence of a value taken out before: not reported, but taken out too
+            what = _rule_problem_target(e, msg, rdata)
+            if what is None:
+                return None, False
+            removed.append(what)
+            continue
+        except TypeError as e:
+            problems.add(_field_node(keys, str(e), rnode), str(e))
+            return None, False
+        return rule, not removed
+    return None, False
+
+
+def _set_problem_node(msg: str, nodes: dict[str, tuple[yaml.Node, dict]], root: yaml.Node) -> yaml.Node:
+    """The node a rule-set problem is about: the trigger it names, the duplicate id, the rule."""
+    # Messages name rules exactly: "rule X: …" or "… form a cycle: A -> B -> A".
+    named = re.match(r"rule (.+?): ", msg)
+    cycle = re.search(r"form a cycle: (.+)$", msg)
+    in_msg = [named.group(1)] if named else cycle.group(1).split(" -> ") if cycle else []
+    culprit = next((rid for rid in nodes if rid in in_msg), None)
+    if not culprit:
+        return root
+    rnode, keys = nodes[culprit]
+    unknown = re.search(r"names unknown rule '(.+)'$", msg)
+    index = re.search(r"\brelease\.after\[(\d+)\]", msg)
+    if index and int(index.group(1)) < len(_triggers(keys)):
+        return _triggers(keys)[int(index.group(1))]
+    if "already loaded" in msg and "id" in keys:
+        return keys["id"][1]
+    if unknown:
+        return _trigger_naming(keys, unknown.group(1)) or rnode
+    if cycle:
+        return _trigger_naming(keys, in_msg[in_msg.index(culprit) + 1]) or rnode
+    return rnode
+
+
 def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) -> Plan:
     """Parse and validate plan text. `namespace` (a case's namespace) is set on rules whose match has
     none, so that a plan written for any namespace acts only inside one.
 
-    Raises PlanError ("file:line: …") on any problem; nothing is half-loaded.
+    Raises PlanError with every problem found ("file:line: …", one line each, sorted by line; the YAML
+    itself must parse for anything past its syntax error to be checked); nothing is half-loaded.
     """
     try:
         for ev in yaml.parse(text):
@@ -163,25 +299,34 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         raise PlanError(f"{source}:{line}: not valid YAML: {e.problem or e}{context}") from None
     if root is None:
         raise PlanError(f"{source}:1: empty plan; expected apiVersion, kind, name and rules")
-    top = _check_mapping(source, root, _TOP_KEYS, "plan")
+    problems = _Problems(source)
+    top, _ = _check_mapping(problems, root, _TOP_KEYS, "plan")
+    if top is None:
+        raise problems.error()  # type: ignore[misc]
     data = yaml.safe_load(text)
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         wrong = "apiVersion" if data.get("apiVersion") != API_VERSION else "kind"
-        node = top.get(wrong, (None, root))[1]
-        raise _err(source, node, f"expected apiVersion: {API_VERSION} and kind: {KIND}")
+        problems.add(top.get(wrong, (None, root))[1], f"expected apiVersion: {API_VERSION} and kind: {KIND}")
     if "rules" not in top or not isinstance(top["rules"][1], yaml.SequenceNode) or not top["rules"][1].value:
-        raise _err(source, top.get("rules", (None, root))[1], "`rules` must be a non-empty list")
+        problems.add(top.get("rules", (None, root))[1], "`rules` must be a non-empty list")
+        raise problems.error()  # type: ignore[misc]
     rules: list[Rule] = []
+    failed: set[str] = set()  # ids of rules with a problem of their own: known, but not checked as a set
+    partial: list[tuple[Rule, yaml.Node, dict]] = []  # those that built once their bad values were taken out
     lines: dict[str, int] = {}
     nodes: dict[str, tuple[yaml.Node, dict]] = {}
     for i, (rnode, rdata) in enumerate(zip(top["rules"][1].value, data["rules"])):
-        keys = _check_rule_nodes(source, rnode, i)
+        before = len(problems.items)
+        rdata = copy.deepcopy(rdata)
+        keys = _check_rule_nodes(problems, rnode, i, rdata)
+        if keys is None:
+            continue
         if not isinstance(rdata, dict):
-            raise _err(source, rnode, f"rules[{i}]: expected a mapping")
-        rdata = dict(rdata)
+            problems.add(rnode, f"rules[{i}]: expected a mapping")
+            continue
         try:
             signal = actions.get(rdata.get("action", "hold")).consulted == "signal"
-        except KeyError:
+        except (KeyError, TypeError):
             signal = False  # Rule.from_dict names the unknown action below
         if signal:
             pass  # a process fault matches no request: no namespace to narrow it to
@@ -189,43 +334,26 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
             rdata["match"] = {**rdata["match"], "namespace": namespace}
         elif namespace is not None and rdata.get("match") is None:
             rdata["match"] = {"namespace": namespace}
-        try:
-            rule = Rule.from_dict(rdata)
-        except RuleError as e:
-            node = _field_node(keys, str(e), rnode)
-            if e.key in keys and e.key not in ("match", "release"):  # the key the message is about
-                node = keys[e.key][0]
-            raise _err(source, node, str(e)) from None
-        except TypeError as e:
-            raise _err(source, _field_node(keys, str(e), rnode), str(e)) from None
+        rule, clean = _check_rule(problems, rdata, keys, rnode)
+        if rule is None or not clean or len(problems.items) > before:
+            if isinstance(rdata.get("id"), str):
+                failed.add(rdata["id"])
+            if rule is not None:
+                partial.append((rule, rnode, keys))
+            continue
         rules.append(rule)
         lines[rule.id] = rnode.start_mark.line + 1
         nodes[rule.id] = (rnode, keys)
-    try:
-        validate_rule_set(rules)
-    except RuleError as e:
-        msg = str(e)
-        # Messages name rules exactly: "rule X: …" or "… form a cycle: A -> B -> A".
-        named = re.match(r"rule (.+?): ", msg)
-        cycle = re.search(r"form a cycle: (.+)$", msg)
-        in_msg = [named.group(1)] if named else cycle.group(1).split(" -> ") if cycle else []
-        culprit = next((rid for rid in nodes if rid in in_msg), None)
-        node: yaml.Node | None = root
-        if culprit:
-            rnode, keys = nodes[culprit]
-            unknown = re.search(r"names unknown rule '(.+)'$", msg)
-            index = re.search(r"\brelease\.after\[(\d+)\]", msg)
-            if index and int(index.group(1)) < len(_triggers(keys)):
-                node = _triggers(keys)[int(index.group(1))]
-            elif "already loaded" in msg and "id" in keys:
-                node = keys["id"][1]
-            elif unknown:
-                node = _trigger_naming(keys, unknown.group(1)) or rnode
-            elif cycle:
-                node = _trigger_naming(keys, in_msg[in_msg.index(culprit) + 1]) or rnode
-            else:
-                node = rnode
-        raise _err(source, node, msg) from None
+    for e in rule_set_errors(rules, elsewhere=failed - {r.id for r in rules}):
+        problems.add(_set_problem_node(str(e), nodes, root), str(e))
+    known = {r.id for r in rules} | failed | {_PLACEHOLDER_TRIGGER["rule"]}
+    for rule, rnode, keys in partial:  # their triggers may still name a rule that does not exist
+        for ref in sorted(rule.refs() - known):
+            problems.add(_trigger_naming(keys, ref) or rnode, f"rule {rule.id}: release trigger names unknown rule "
+                                                              f"{ref!r}")
+    err = problems.error()
+    if err is not None:
+        raise err
     return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
                 tuple(rules), source, lines)
 

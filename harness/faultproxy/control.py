@@ -18,7 +18,7 @@ from mitmproxy import ctx
 
 from harness import kueue_api
 from harness.faultproxy.state import Decision, ProxyState
-from harness.faults import Rule, RuleError
+from harness.faults import Rule, RuleError, rule_set_errors
 
 MAX_CONTROL_BODY = 1 << 20
 CONTROL_READ_TIMEOUT = 10.0  # seconds a control client may take to send its request
@@ -87,11 +87,22 @@ class Control:
             raw = body.get("rules")
             if not isinstance(raw, list) or not raw:
                 return 400, {"error": "plan: `rules` must be a non-empty list"}
+            # Every problem at once (one per line), as the plan loader reports a file's.
+            problems: list[str] = []
+            rules = []
+            for i, r in enumerate(raw):
+                if not isinstance(r, dict):
+                    problems.append(f"plan: rules[{i}] must be an object with id, match, action")
+                    continue
+                try:
+                    rules.append(Rule.from_dict(r))
+                except (RuleError, TypeError) as e:
+                    problems.append(str(e))
+            if not problems:
+                problems = [str(e) for e in rule_set_errors(rules, set(state.rules.rules))]
+            if problems:
+                return 400, {"error": "\n".join(problems), "errors": problems}
             try:
-                bad = [i for i, r in enumerate(raw) if not isinstance(r, dict)]
-                if bad:
-                    raise RuleError(f"plan: rules[{bad[0]}] must be an object with id, match, action")
-                rules = [Rule.from_dict(r) for r in raw]
                 state.add_rules(rules, plan=body.get("name"))
             except (RuleError, TypeError) as e:
                 return 400, {"error": str(e)}

@@ -335,7 +335,8 @@ def test_bad_release_value(tmp_path: Path, release: str, words: list[str]) -> No
 def two_rules(trigger_a: str, second_trigger: str | None = None) -> str:
     after = f"        - {trigger_a}\n"
     if second_trigger is not None:
-        after = "        - {rule: b, state: held}\n" + f"        - {second_trigger}\n"
+        # A valid first trigger (b is an observe rule: it can be waited for as answered, never as held).
+        after = "        - {rule: b, state: answered}\n" + f"        - {second_trigger}\n"
     return HEAD + (
         "rules:\n"
         "  - id: a\n"
@@ -712,3 +713,75 @@ def test_the_docs_yaml_examples_load() -> None:
         assert parse_plan(b, "docs/fault-plans.md").rules
     (match_block,) = [b for b in blocks if b.startswith("match:")]
     parse_plan(HEAD + "rules:\n  - id: a\n" + textwrap.indent(match_block, "    "))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every problem at once (issue 16, item 5): a plan with several mistakes names all of them, each at its line
+
+
+def _lines(text: str) -> dict[int, str]:
+    """Line number -> the `# <- WORDS` expectation written on it."""
+    return {i: line.split("# <-", 1)[1].strip() for i, line in enumerate(text.splitlines(), 1) if "# <-" in line}
+
+
+def test_every_problem_of_a_plan_is_reported_at_its_line(tmp_path: Path) -> None:
+    text = """\
+apiVersion: kueue-harness/v2   # <- expected apiVersion
+kind: FaultPlan
+name: many
+rules:
+  - id: a
+    match: {write: admision, nmae: x}   # <- 'admision'|unknown key 'nmae'
+    times: 0   # <- times must be >= 1
+    delay: -1   # <- delay must be >= 0
+  - id: b
+    match: {write: admission, body_jsonpath: '$[[', body_equals: "x"}   # <- is not a JSONPath
+    action: explode   # <- action 'explode'
+  - id: c
+    match: {write: eviction}
+    release:
+      after:
+        - {rule: a, state: answerd}   # <- state 'answerd'
+        - {rule: b, state: held}
+        - {rule: zzz}   # <- unknown rule 'zzz'
+      timeout: -3   # <- release.timeout: expected seconds > 0
+  - id: d
+    release:
+      after: [{rule: d, state: answered}]   # <- cycle: d -> d
+"""
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    with pytest.raises(PlanError) as exc:
+        load_plan(path)
+    err = exc.value
+    assert str(err) == "\n".join(err.errors)
+    got: dict[int, list[str]] = {}
+    for line in err.errors:
+        m = re.match(rf"{re.escape(str(path))}:(\d+): (.*)$", line)
+        assert m, line
+        got.setdefault(int(m.group(1)), []).append(m.group(2))
+    want = _lines(text)
+    assert sorted(got) == sorted(want), err.errors
+    for n, words in want.items():
+        for w in words.split("|"):
+            assert any(w in msg for msg in got[n]), (n, w, got[n])
+    # Consequences of a reported mistake are not reported again: body_equals lost its body_jsonpath only
+    # because that one is wrong, and rule c's trigger on the broken rule b is not "unknown".
+    assert not any("body_equals needs" in m for m in err.errors)
+    assert not any("unknown rule 'b'" in m or "unknown rule 'a'" in m for m in err.errors)
+    assert [int(re.search(r":(\d+): ", m).group(1)) for m in err.errors] == sorted(
+        int(re.search(r":(\d+): ", m).group(1)) for m in err.errors), "sorted by line"
+
+
+def test_one_mistake_is_one_line(tmp_path: Path) -> None:
+    text = plan_text("""
+        rules:
+          - id: a
+            action: hold
+            times: 0   # <-
+          - id: b
+            release:
+              after: [{rule: a, state: held}]
+    """)
+    _, msg = load_error(tmp_path, text)
+    assert len(msg.splitlines()) == 1, msg

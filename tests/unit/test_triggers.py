@@ -400,6 +400,21 @@ def test_plan_whose_ids_clash_with_loaded_rules_loads_nothing() -> None:
     assert len(loaded(addon)) == 3
 
 
+
+def test_the_proxy_names_every_problem_of_a_refused_plan() -> None:
+    # Issue 16 item 5: all problems at once, one per line, not the first only.
+    addon = KueueFaults()
+    assert addon._handle("POST", "/plan", load_plan("stuck-preemption").to_wire())[0] == 201
+    code, payload = addon._handle("POST", "/plan", {"name": "bad", "rules": [
+        {"id": "p1", "match": {"write": "admitted"}}, "not-a-rule", {"id": "p3", "times": 0}]})
+    assert code == 400
+    assert len(payload["errors"]) == 3 and payload["error"] == "\n".join(payload["errors"])
+    assert "admitted" in payload["errors"][0] and "rules[1]" in payload["errors"][1] and "times" in payload["errors"][2]
+    # Every id of the shipped plan clashes: three problems.
+    code, payload = addon._handle("POST", "/plan", load_plan("stuck-preemption").to_wire())
+    assert code == 400 and len(payload["errors"]) == 3, payload
+
+
 def test_plan_triggers_may_name_rules_loaded_before() -> None:
     addon = KueueFaults()
     assert addon._handle("POST", "/rules", {"id": "obs", "match": {"write": "eviction"}, "action": "observe"})[0] == 201
