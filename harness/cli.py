@@ -191,6 +191,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if "proxy" not in exited:
         st = _attach(args).state()
         print(f"  rules loaded: {len(st['rules'])}, holds: {len(st['holds'])}, proxy events: {st['events']}")
+        for line in _rule_lines(st) + _expired_lines(st):
+            print(f"    {line}")
     print(f"  KUBECONFIG={s['admin_kubeconfig']}")
     if exited:
         print(f"{', '.join(exited)} exited: see {s['artifacts']}/env/ for its log; "
@@ -216,17 +218,129 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_holds(args: argparse.Namespace) -> int:
-    st = _attach(args).state()
-    if args.json:
-        print(json.dumps(st["holds"], indent=1))
-        return 0
+def _hold_lines(st: dict) -> list[str]:
+    """The held flows of a proxy state (GET /state) as a table: id, age, seconds until its max_hold
+    releases it, stage, rule, label (and its release.timeout when that comes first)."""
     if not st["holds"]:
-        print("nothing is held")
-        return 0
-    print(f"{'id':<6} {'age s':>7}  {'stage':<8} {'rule':<22} what")
+        return ["nothing is held"]
+    lines = [f"{'id':<6} {'age s':>7} {'expires in s':>12}  {'stage':<8} {'rule':<22} what"]
     for h in st["holds"]:
-        print(f"{h['id']:<6} {h['age']:>7.1f}  {h['stage']:<8} {h['rule']:<22} {h['label']}")
+        left = h.get("expires_in")
+        timeout = f"  (its release.timeout ends it in {h['timeout_in']:.1f} s)" if h.get("timeout_in") is not None else ""
+        lines.append(f"{h['id']:<6} {h['age']:>7.1f} {left if left is None else f'{left:.1f}':>12}  {h['stage']:<8} "
+                     f"{h['rule']:<22} {h['label']}{timeout}")
+    return lines
+
+
+def _rule_lines(st: dict) -> list[str]:
+    """The loaded rules with their hits (requests or events they acted on, of `times`); for a rule without
+    hits, a warning when a write came by that it names wrongly (`name: job1` for job-job1-62dce), else a
+    note of the first write of its kind that came by with another name."""
+    from harness.notices import unmatched_sentence
+
+    if not st["rules"]:
+        return []
+    lines = [f"{'rule':<22} {'action':<18} {'hits':>9}"]
+    for r in st["rules"]:
+        rule = r["rule"]
+        times = rule.get("times")
+        hits = f"{r['hits']} of {times}" if times is not None else f"{r['hits']}"
+        lines.append(f"{rule['id']:<22} {rule.get('action', ''):<18} {hits:>9}")
+        if r.get("warning"):
+            lines.append(f"  WARNING: {unmatched_sentence(rule['id'], r['warning'])}")
+        elif r.get("near_miss"):
+            lines.append(f"  note: nothing matched yet; {r['near_miss']['label']} came by ({r['near_miss']['hint']})")
+    return lines
+
+
+def _expired_lines(st: dict) -> list[str]:
+    """The holds that reached their max_hold lately (the proxy released them): id, rule, label, when."""
+    expired = st.get("expired") or []
+    if not expired:
+        return []
+    lines = ["EXPIRED holds (they reached their max_hold; the proxy released them):"]
+    for e in expired:
+        ago = time.time() - e["ended"]
+        lines.append(f"  {e['id']:<6} rule {e['rule']}, {e['label']}: expired at {e['at']} ({ago:.0f} s ago) after "
+                     f"{e['max_hold']:g} s")
+    return lines
+
+
+def _cmd_holds(args: argparse.Namespace) -> int:
+    from harness import session
+
+    proxy = _attach(args)
+    if not args.watch:
+        st = proxy.state()
+        if args.json:
+            print(json.dumps(st["holds"], indent=1))
+            return 0
+        print("\n".join(_hold_lines(st) + [""] * bool(st["rules"]) + _rule_lines(st) + _expired_lines(st)))
+        return 0
+    if not (HOLDS_WATCH_INTERVAL[0] <= args.interval <= HOLDS_WATCH_INTERVAL[1]):
+        raise HarnessError(f"--interval must be {HOLDS_WATCH_INTERVAL[0]:g} to {HOLDS_WATCH_INTERVAL[1]:g} seconds, "
+                           f"got {args.interval:g}")
+    clear = sys.stdout.isatty()
+    try:
+        while True:
+            st = proxy.state()
+            if args.json:
+                print(json.dumps(st["holds"]), flush=True)
+            else:
+                if clear:
+                    sys.stdout.write("\x1b[H\x1b[2J")
+                head = (f"kueue-harness holds{session.name_option(args.name)} at {time.strftime('%H:%M:%S')}, every "
+                        f"{args.interval:g} s (Ctrl-C stops)")
+                print("\n".join([head] + _hold_lines(st) + [""] * bool(st["rules"]) + _rule_lines(st)
+                                + _expired_lines(st)) + "\n", flush=True)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+#: Bounds of `holds --watch --interval` (seconds).
+HOLDS_WATCH_INTERVAL = (0.2, 60.0)
+#: Bounds of `wait --timeout` (seconds).
+WAIT_TIMEOUT_MAX = 24 * 3600.0
+
+
+def _cmd_wait(args: argparse.Namespace) -> int:
+    """Wait until a flow of rule RULE reached --state (as a release trigger sees it: now or earlier since the
+    rule was loaded). 0 when it did; 1 after --timeout seconds; 7 when the proxy refuses (rule not loaded,
+    a state its action never reaches) or cannot be reached."""
+    import math
+
+    from harness import session
+    from harness.errors import ProxyError
+    from harness.notices import unmatched_sentence
+    from harness.waiting import WaitTimeout, wait_for
+
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= WAIT_TIMEOUT_MAX):
+        raise HarnessError(f"--timeout must be seconds above 0 (at most {WAIT_TIMEOUT_MAX:g}), got {args.timeout:g}")
+    proxy = _attach(args)
+    what = f"rule {args.rule} to be {args.state}" + (f" with status {args.status}" if args.status is not None else "")
+    last = [proxy.reached(args.rule, args.state, args.status)]  # a refusal is exit 7 at once
+
+    def probe() -> bool:
+        last[0] = proxy.reached(args.rule, args.state, args.status)
+        return bool(last[0]["reached"])
+
+    t0 = time.monotonic()
+    if not last[0]["reached"]:
+        try:
+            wait_for(probe, timeout=args.timeout, interval=0.1, what=what, fatal=(ProxyError,))
+        except WaitTimeout:
+            r = last[0]
+            warn = (f" {unmatched_sentence(args.rule, r['warning'])}." if r.get("warning") else
+                    f" Nothing matched it; {r['near_miss']['label']} came by ({r['near_miss']['hint']})."
+                    if r.get("near_miss") else "")
+            err = HarnessError(f"timed out after {args.timeout:g}s waiting for {what} (it has {r['hits']} hit(s)).{warn} "
+                               f"`kueue-harness holds{session.name_option(args.name)}` shows the rules' hits and what "
+                               "is held")
+            err.exit_code = 1
+            raise err from None
+    print(f"rule {args.rule}: {args.state}{f' with status {args.status}' if args.status is not None else ''} "
+          f"(after {time.monotonic() - t0:.1f} s)")
     return 0
 
 
@@ -500,10 +614,24 @@ def main(argv: list[str] | None = None) -> int:
     st.set_defaults(func=_cmd_status)
     ss = sub.add_parser("sessions", help="list the sessions: name, state (starting, running, died), Kueue, artifacts")
     ss.set_defaults(func=_cmd_sessions)
-    h = sub.add_parser("holds", help="requests and responses the proxy holds now")
-    h.add_argument("--json", action="store_true")
+    h = sub.add_parser("holds", help="requests and responses the proxy holds now (age, seconds until max_hold "
+                                     "releases each), the rules' hits and warnings, holds that expired lately")
+    h.add_argument("--json", action="store_true", help="the holds as JSON (with --watch: one line per refresh)")
+    h.add_argument("--watch", action="store_true", help="refresh every --interval seconds until Ctrl-C")
+    h.add_argument("--interval", type=float, default=2.0,
+                   help=f"seconds between refreshes with --watch ({HOLDS_WATCH_INTERVAL[0]:g} to "
+                        f"{HOLDS_WATCH_INTERVAL[1]:g}; default 2)")
     _add_name(h)
     h.set_defaults(func=_cmd_holds)
+    w = sub.add_parser("wait", help="wait until a rule's flow was held, released or answered (for scripts: exit 0 "
+                                    "when it happened, 1 on --timeout)")
+    w.add_argument("rule", help="a loaded rule's id")
+    w.add_argument("--state", choices=("held", "released", "answered"), default="held",
+                   help="what to wait for, as a release trigger means it (default held)")
+    w.add_argument("--status", type=int, help="with answered (or held, for a response hold): that HTTP status")
+    w.add_argument("--timeout", type=float, default=60.0, help="seconds to wait at most (default 60)")
+    _add_name(w)
+    w.set_defaults(func=_cmd_wait)
     rl = sub.add_parser("release", help="let a held request or response go on")
     rl.add_argument("id", nargs="?", help="hold id from `kueue-harness holds` (h1, h2, ...)")
     rl.add_argument("--all", action="store_true", help="release every hold")

@@ -203,8 +203,20 @@ class Proxy:
         return payload
 
     def state(self) -> dict[str, Any]:
-        """{"rules": [{"rule", "hits"}], "holds": [{"id","rule","stage","label","since","age","flow"}]}"""
+        """{"rules": [{"rule", "hits", "warning"?, "near_miss"?}], "holds": [{"id", "rule", "stage", "label",
+        "since", "age", "flow", "max_hold", "expires_in", "timeout_in"}], "expired": [the last expired holds:
+        "id", "rule", "label", "ended", "at", …], "signals", "events"} (seconds; epoch seconds for
+        since/ended). While a rule has no hit, `warning` is a write it names wrongly, else `near_miss` the
+        first write of its kind with another name (faultproxy/state.py `near_misses`)."""
         return self._call("GET", "/state")
+
+    def reached(self, rule_id: str, state: str = "answered", status: int | None = None) -> dict[str, Any]:
+        """Whether a flow of rule `rule_id` reached `state` (held, released, answered; with HTTP `status`),
+        as a release trigger would see it now: {"reached": bool, "hits": int, "warning": dict | None,
+        "near_miss": dict | None}.
+        Raises ProxyError when the rule is not loaded (404) or never reaches that state (400)."""
+        q = f"state={quote(state, safe='')}" + (f"&status={int(status)}" if status is not None else "")
+        return self._call("GET", f"/rules/{quote(rule_id, safe='')}/reached?{q}")
 
     def add_rule(self, rule: Rule) -> RuleHandle:
         """Load `rule` into the proxy. Raises ProxyError if the proxy rejects it."""

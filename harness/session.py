@@ -529,6 +529,10 @@ def _serve(args: argparse.Namespace) -> int:
         from harness.nemesis import Nemesis
 
         nemesis = Nemesis.for_session(env, say=lambda line: print(line, flush=True)).start()
+        # Expired holds and rules that match nothing go to the session log as they happen (harness/notices.py).
+        from harness.notices import EventFollower, notice
+
+        follower = EventFollower(env.proxy.events_file)
         if plan is not None:
             env.proxy.load_plan(plan)
             print(f"[kueue-harness] plan {plan.name} loaded: {', '.join(r.id for r in plan.rules)}", flush=True)
@@ -560,6 +564,10 @@ def _serve(args: argparse.Namespace) -> int:
         _write(name, data)
         reported: set[str] = set()
         while not stop_event.wait(1):
+            for ev in follower.read():
+                line = notice(ev)
+                if line:
+                    print(line, flush=True)
             for proc_name in list(env.procs.procs):
                 if nemesis.busy():
                     break  # a plan's process fault is restarting Kueue: not an exit

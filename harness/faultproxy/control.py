@@ -3,7 +3,8 @@
 holds, reads events and deliveries, and reports process faults done.
 
 Routes: GET /state, GET /events?since=N, GET /delivered?name=GLOB, POST /rules, POST /plan,
-DELETE /rules/ID, POST /holds/ID/release, POST /holds/ID/fail, POST /release-all, POST /signals/ID/done.
+GET /rules/ID/reached?state=S[&status=N], DELETE /rules/ID, POST /holds/ID/release, POST /holds/ID/fail
+(410 for a hold that has ended, saying how and when), POST /release-all, POST /signals/ID/done.
 """
 
 from __future__ import annotations
@@ -58,7 +59,11 @@ class Control:
     def _decide(self, hold_id: str, decision: Decision) -> tuple[int, dict[str, Any]]:
         hold = self.state.holds.get(hold_id)
         if hold is None:
-            return 404, {"error": f"no hold {hold_id}; current holds: {sorted(self.state.holds)}"}
+            held = f"current holds: {', '.join(sorted(self.state.holds)) or 'none'}"
+            ended = self.state.ended.get(hold_id)
+            if ended is not None:  # 410 Gone: it existed; say what became of it (an expiry above all)
+                return 410, {"error": f"{ended.sentence()}; {held}", "ended": ended.view()}
+            return 404, {"error": f"no hold {hold_id}; {held}"}
         hold.decide(decision)
         return 200, hold.view()
 
@@ -107,6 +112,16 @@ class Control:
             except (RuleError, TypeError) as e:
                 return 400, {"error": str(e)}
             return 201, {"loaded": [r.id for r in rules], "plan": body.get("name")}
+        if method == "GET" and len(parts) == 3 and parts[0] == "rules" and parts[2] == "reached":
+            status = query.get("status")
+            try:
+                return 200, state.reached(parts[1], query.get("state", "answered"),
+                                          int(status) if status is not None else None)
+            except KeyError:
+                return 404, {"error": f"no rule {parts[1]} is loaded; loaded: "
+                                      f"{', '.join(state.rules.rules) or 'none'}"}
+            except RuleError as e:
+                return 400, {"error": str(e)}
         if method == "DELETE" and len(parts) == 2 and parts[0] == "rules":
             state.remove_rule(parts[1])
             return 200, {"removed": parts[1]}

@@ -65,6 +65,7 @@ class FlowAct:
         state.check_triggers()
         rel = rule.release
         limit = min(rule.max_hold, rel.timeout) if rel is not None and rel.timeout else rule.max_hold
+        how = None
         try:
             await asyncio.wait_for(hold.event.wait(), timeout=limit)
         except asyncio.TimeoutError:
@@ -74,12 +75,15 @@ class FlowAct:
                                          reason=rel.reason, message=rel.message)
                 state.log.write("hold_timeout", flow=self.seq, hold=hold.id, rule=rule.id, label=self.label,
                                 then=rel.on_timeout)
+                how = "timeout"
             else:
-                hold.decision = Decision("release", why=f"max_hold {rule.max_hold}s expired")
-                state.log.write("hold_expired", flow=self.seq, hold=hold.id, rule=rule.id, label=self.label)
+                hold.decision = Decision("release", why=f"max_hold {rule.max_hold:g}s expired")
+                state.log.write("hold_expired", flow=self.seq, hold=hold.id, rule=rule.id, label=self.label,
+                                max_hold=rule.max_hold, since=hold.since)
+                how = "expired"
         finally:
-            state.holds.pop(hold.id, None)
-        d = hold.decision or Decision()
+            d = hold.decision or Decision()
+            state.end_hold(hold, how or ("failed" if d.action == "fail" else "released"), d.why)
         if d.action == "fail":
             status = int(d.status)
             fail_flow(flow, status, d.reason, d.message)
@@ -121,6 +125,8 @@ class Inject:
         fs.response_rule = state.rules.first(write, req.method, req.path, "response", body)
         if fs.response_rule is not None:
             state.record_flow(fs, fs.response_rule)
+        if write is not None and state.rules.rules and state.unmatched.keys() != state.rules.rules.keys():
+            state.near_misses(write, req.method, req.path, body)  # rules that missed only by name: warn
         if rule is not None:
             state.record_flow(fs, rule)
             await rule.kind.apply(FlowAct(state, flow, fs, rule, "request"), rule, "request")

@@ -8,14 +8,26 @@ no mitmproxy import, so it can be tested alone.
 from __future__ import annotations
 
 import asyncio
+import collections
+import dataclasses
+import fnmatch
 import itertools
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.faults import FlowRecord, Rule, RuleBook, RuleError, trigger_satisfied, validate_rule_set
+from harness.faults import FlowRecord, Rule, RuleBook, RuleError, Trigger, trigger_satisfied, validate_rule_set
 from harness.kueue_api import KueueWrite
+from harness.notices import clock
+
+#: How many ended holds the proxy remembers (to answer `release ID` of one that is gone).
+ENDED_HOLDS_KEPT = 256
+#: How many expired holds `GET /state` lists (the most recent).
+EXPIRED_SHOWN = 10
+#: Match keys a request may differ in and still be one a rule "could have matched" (a near miss).
+NEAR_MISS_KEYS = ("name", "field_manager")
 
 
 @dataclass
@@ -61,11 +73,51 @@ class Hold:
         self.event.set()
 
     def view(self) -> dict[str, Any]:
-        """The hold as `GET /state` shows it (`age` in seconds)."""
+        """The hold as `GET /state` shows it. Seconds: `age`; `max_hold`; `expires_in` (max_hold - age:
+        when the safety net releases it, logging `hold_expired`); `timeout_in` (its rule's release.timeout
+        - age, when that comes first; else None)."""
+        age = time.time() - self.since
+        rel = self.rule.release if self.rule is not None else None
+        timeout = rel.timeout if rel is not None and rel.timeout and rel.timeout <= self.max_hold else None
         return {
             "id": self.id, "rule": self.rule_id, "stage": self.stage, "flow": self.flow,
-            "label": self.label, "since": self.since, "age": round(time.time() - self.since, 3),
+            "label": self.label, "since": self.since, "age": round(age, 3), "max_hold": self.max_hold,
+            "expires_in": round(self.max_hold - age, 3),
+            "timeout_in": round(timeout - age, 3) if timeout is not None else None,
         }
+
+
+@dataclass
+class EndedHold:
+    """A hold that is over: `how` "released", "failed", "timeout" (its release.timeout) or "expired" (its
+    max_hold), at `ended` (epoch seconds), `why` as logged. Kept so that a command naming it can say so."""
+
+    id: str
+    rule: str
+    stage: str
+    flow: int | None
+    label: str
+    since: float
+    ended: float
+    how: str
+    why: str
+    max_hold: float
+
+    def view(self) -> dict[str, Any]:
+        """As `GET /state` lists expired holds: also `at`, the local time it ended."""
+        return {**dataclasses.asdict(self), "at": clock(self.ended)}
+
+    def sentence(self) -> str:
+        """"hold h1 expired at 2026-11-30T12:19:27 (…)": what became of it, for a refused command."""
+        ago = time.time() - self.ended
+        what = f"rule {self.rule}, {self.label}"
+        if self.how == "expired":
+            return (f"hold {self.id} expired at {clock(self.ended)} ({ago:.0f} s ago), after its rule's max_hold of "
+                    f"{self.max_hold:g} s ({what}); the proxy released it then, so kube-apiserver and Kueue went on "
+                    "without you: a manual ordering that relied on it did not happen")
+        verb = {"released": "was released", "failed": "was failed", "timeout": "ended by its release.timeout"}
+        return (f"hold {self.id} {verb.get(self.how, self.how)} at {clock(self.ended)} ({ago:.0f} s ago; {self.why}; "
+                f"{what}); nothing is left to do with it")
 
 
 @dataclass
@@ -131,6 +183,9 @@ class ProxyState:
         self.rule_flows: dict[str, list[FlowRecord]] = {}  # rule id -> flows it caught (for triggers)
         self.flows: dict[str, FlowState] = {}  # mitmproxy flow id -> FlowState
         self.signals: dict[str, Signal] = {}  # process-fault rule id -> its state
+        self.ended: collections.OrderedDict[str, EndedHold] = collections.OrderedDict()  # last ENDED_HOLDS_KEPT
+        self.unmatched: dict[str, dict[str, Any]] = {}  # rule id -> its first likely mistake (while it has no hits)
+        self.near: dict[str, dict[str, Any]] = {}  # rule id -> its first other near miss (while it has no hits)
         self._seq = itertools.count(1)
         self._hold_seq = itertools.count(1)
 
@@ -172,6 +227,61 @@ class ProxyState:
         self.holds[hold.id] = hold
         return hold
 
+    def end_hold(self, hold: Hold, how: str, why: str) -> EndedHold:
+        """Take `hold` out of `holds` and remember how it ended (`how`: released, failed, timeout, expired;
+        `why` as logged) among the last ENDED_HOLDS_KEPT."""
+        self.holds.pop(hold.id, None)
+        rec = EndedHold(hold.id, hold.rule_id, hold.stage, hold.flow, hold.label, hold.since, time.time(), how, why,
+                        hold.max_hold)
+        self.ended[hold.id] = rec
+        while len(self.ended) > ENDED_HOLDS_KEPT:
+            self.ended.popitem(last=False)
+        return rec
+
+    def expired_views(self) -> list[dict[str, Any]]:
+        """The last EXPIRED_SHOWN holds that reached their max_hold, oldest first (EndedHold.view)."""
+        return [e.view() for e in self.ended.values() if e.how == "expired"][-EXPIRED_SHOWN:]
+
+    # ---- near misses ---------------------------------------------------------------------------
+    def near_misses(self, write: KueueWrite | None, method: str, path: str, body: Any = None) -> list[dict[str, Any]]:
+        """Note the rules this classified write *could* have matched but did not: rules (acting or observe)
+        with no hit yet whose match takes the write once its `name` / `field_manager` are left out — the
+        same kind of write, another name.
+
+        When the rule's value looks like a wrong spelling of what Kueue wrote (`name: job1` for the
+        Workload job-job1-62dce; a field manager that is part of the real one), the first such write is a
+        *warning*: logged as `rule_unmatched` (rule, label, seen: {key: value seen}, want: {key: the rule's
+        value}, hint) and kept in `unmatched`. Any other near miss (most often simply another object, such
+        as job1's admission before job2's) is only kept, as the rule's first `near_miss`, for `GET /state`.
+        Both are forgotten when the rule is removed or loaded again. Returns the new warnings."""
+        if write is None:
+            return []
+        new = []
+        for st in self.rules.rules.values():
+            r = st.rule
+            if st.hits or r.id in self.unmatched or r.kind.consulted not in ("flow", "observe"):
+                continue
+            loose = {k: None for k in NEAR_MISS_KEYS if getattr(r.match, k) is not None}
+            if not loose or r.match.matches(write, method, path, body):
+                continue
+            if not dataclasses.replace(r.match, **loose).matches(write, method, path, body):
+                continue
+            seen = {k: getattr(write, k) for k in loose}
+            want = {k: getattr(r.match, k) for k in loose}
+            differ = [k for k in loose if not (k == "name" and fnmatch.fnmatchcase(seen[k] or "", want[k]))
+                      and not (k == "field_manager" and seen[k] == want[k])]
+            hint, likely = near_miss_hint(seen, want, differ)
+            miss = {"rule": r.id, "label": write.summary(), "seen": {k: seen[k] for k in differ},
+                    "want": {k: want[k] for k in differ}, "hint": hint, "ts": time.time()}
+            if likely:
+                self.unmatched[r.id] = miss
+                self.near.pop(r.id, None)
+                self.log.write("rule_unmatched", **{k: v for k, v in miss.items() if k != "ts"})
+                new.append(miss)
+            else:
+                self.near.setdefault(r.id, miss)
+        return new
+
     # ---- rules -----------------------------------------------------------------------------------
     def add_rules(self, rules: list[Rule], plan: str | None = None, single: bool = False) -> None:
         """Load `rules` all or nothing. Raises RuleError (nothing changed) on an id clash or a trigger
@@ -181,6 +291,8 @@ class ProxyState:
         for r in rules:
             self.rules.add(r)
             self.rule_flows.pop(r.id, None)  # a reloaded id starts with fresh trigger state
+            self.unmatched.pop(r.id, None)
+            self.near.pop(r.id, None)
             if single:
                 self.log.write("rule_added", rule=r.to_dict())
             else:
@@ -194,6 +306,8 @@ class ProxyState:
         """Unload a rule (nothing happens for an unknown id); its flows stay as they are."""
         self.rules.remove(rule_id)
         self.rule_flows.pop(rule_id, None)
+        self.unmatched.pop(rule_id, None)
+        self.near.pop(rule_id, None)
         sig = self.signals.pop(rule_id, None)
         if sig is not None and sig.timer is not None:
             sig.timer.cancel()
@@ -288,11 +402,58 @@ class ProxyState:
         except ValueError:
             pass
 
+    def reached(self, rule_id: str, state: str, status: int | None = None) -> dict[str, Any]:
+        """Whether a flow of rule `rule_id` reached `state` (held, released, answered; with HTTP `status` if
+        given), as a release trigger `{rule, state, status}` would see it now: {"reached", "hits",
+        "warning", "near_miss"} (see `near_misses`; None once the rule has a hit). Raises KeyError for a rule that is not loaded, RuleError for a state the rule's action
+        never reaches (an observe rule is never held)."""
+        st = self.rules.rules[rule_id]
+        kind = st.rule.kind
+        if state not in kind.trigger_states:
+            raise RuleError(f"rule {rule_id} (action {st.rule.action}) never reaches state {state}: it can be "
+                            f"waited for as {' or '.join(kind.trigger_states) or 'nothing'}")
+        t = Trigger(rule=rule_id, state=state, status=status)
+        return {"reached": trigger_satisfied(t, self.rule_flows, self.delivered_rv), "hits": st.hits,
+                "warning": self.unmatched.get(rule_id) if not st.hits else None,
+                "near_miss": self.near.get(rule_id) if not st.hits else None}
+
     def view(self) -> dict[str, Any]:
-        """`GET /state`: rules with hits, holds, process faults, number of events."""
+        """`GET /state`: rules with hits (and, while a rule has none, its `warning` or else its first
+        `near_miss`: see `near_misses`), holds (with their expiry), the last expired holds, process faults,
+        number of events."""
         return {
-            "rules": [{"rule": s.rule.to_dict(), "hits": s.hits} for s in self.rules.rules.values()],
+            "rules": [{"rule": s.rule.to_dict(), "hits": s.hits,
+                       **({"warning": self.unmatched[i]} if not s.hits and i in self.unmatched else
+                          {"near_miss": self.near[i]} if not s.hits and i in self.near else {})}
+                      for i, s in self.rules.rules.items()],
             "holds": [h.view() for h in self.holds.values()],
+            "expired": self.expired_views(),
             "signals": self.signal_views(),
             "events": len(self.log.events),
         }
+
+
+def near_miss_hint(seen: dict[str, Any], want: dict[str, Any], differ: list[str]) -> tuple[str, bool]:
+    """(What to change, whether the rule's values look like wrong spellings of what Kueue wrote) for a rule
+    whose match missed a write only by its `differ` keys. A name glob that is the Job's name inside the
+    Workload's name ("job1" for job-job1-62dce: hint "match.name 'job-job1-*'"), or whose literal text is
+    part of the name Kueue wrote, is likely wrong; a field manager that is part of the one Kueue sent
+    (or contains it, or differs in case only) too."""
+    hints = []
+    likely = bool(differ)
+    for k in differ:
+        got, glob = seen.get(k) or "", want[k]
+        if k == "name":
+            # Kueue names a job's Workload <kind>-<job name>-<5 hex> (job-job1-62dce).
+            m = re.fullmatch(r"([a-z0-9]+)-(.+)-[0-9a-f]{5}", got)
+            chunks = [c for c in re.split(r"[*?]|\[[^]]*\]", glob) if len(c) >= 3]
+            if m and fnmatch.fnmatchcase(m.group(2), glob):
+                hints.append(f"match.name '{m.group(1)}-{glob}-*' (Kueue names the Workload of {m.group(1)} "
+                             f"{m.group(2)!r} {got!r}: {m.group(1)}-<name>-<hash>)")
+                continue
+            likely = likely and any(c in got for c in chunks)
+            hints.append(f"check match.name {glob!r}: Kueue wrote {got!r} (`kubectl get workloads` lists the names)")
+        else:
+            likely = likely and bool(got) and (glob in got or got in glob or glob.lower() == got.lower())
+            hints.append(f"check match.{k} {glob!r}: Kueue wrote it with {got!r}")
+    return "; ".join(hints), likely

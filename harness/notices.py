@@ -1,0 +1,75 @@
+"""What a manual session's supervisor says about the proxy's events (issue 16): a hold that reached its
+max_hold (`hold_expired`), a rule that matched nothing although a write it could have matched came by
+(`rule_unmatched`). The supervisor (harness/session.py) follows proxy-events.jsonl with an EventFollower
+and prints each `notice` to its output, the session log (<artifacts>/session.log).
+
+The same sentences are used by `kueue-harness holds`/`status` (harness/cli.py), so the log and the
+commands say it alike.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+
+def clock(ts: float) -> str:
+    """Epoch seconds as local time, "2026-11-30T12:19:27" (as the proxy writes `at`)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+
+
+def unmatched_sentence(rule: str, warning: dict[str, Any]) -> str:
+    """"rule X has matched nothing, but <label> came by: <hint>" for a rule's near-miss `warning`."""
+    return f"rule {rule} has matched nothing, but {warning.get('label')} came by: {warning.get('hint')}"
+
+
+def expired_sentence(ev: dict[str, Any]) -> str:
+    """What a `hold_expired` event means, for the session log."""
+    max_hold = ev.get("max_hold")
+    held = f" for its max_hold of {max_hold:g} s" if isinstance(max_hold, (int, float)) else " until its max_hold"
+    return (f"hold {ev.get('hold')} EXPIRED: rule {ev.get('rule')} held {ev.get('label')}{held}, and the proxy "
+            f"released it at {clock(ev.get('ts') or time.time())}. A manual ordering that needed it did not happen "
+            "(a larger max_hold in the plan gives you more time: docs/fault-plans.md, Timeouts)")
+
+
+def notice(ev: dict[str, Any]) -> str | None:
+    """The session-log line for a proxy event worth telling a person about, else None."""
+    kind = ev.get("event")
+    if kind == "hold_expired":
+        return f"[kueue-harness] {expired_sentence(ev)}"
+    if kind == "rule_unmatched":
+        return f"[kueue-harness] warning: {unmatched_sentence(str(ev.get('rule')), ev)}"
+    return None
+
+
+class EventFollower:
+    """Reads the events appended to a proxy-events.jsonl since the last read (from its end when made, or
+    from `offset` bytes). A partial last line waits for its newline; lines that are not JSON are skipped."""
+
+    def __init__(self, path: str | Path, offset: int | None = None) -> None:
+        self.path = Path(path)
+        if offset is None:
+            offset = self.path.stat().st_size if self.path.exists() else 0
+        self.offset = offset
+        self._partial = b""
+
+    def read(self) -> list[dict[str, Any]]:
+        """The whole events appended since the last call ([] if none, or the file cannot be read)."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
