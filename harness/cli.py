@@ -249,7 +249,7 @@ def _rule_lines(st: dict) -> list[str]:
         if r.get("warning"):
             lines.append(f"  WARNING: {unmatched_sentence(rule['id'], r['warning'])}")
         elif r.get("near_miss"):
-            lines.append(f"  note: nothing matched yet; {r['near_miss']['label']} came by ({r['near_miss']['hint']})")
+            lines.append(f"  note: nothing matched yet; {r['near_miss']['label']} came by: {r['near_miss']['hint']}")
     return lines
 
 
@@ -332,7 +332,7 @@ def _cmd_wait(args: argparse.Namespace) -> int:
         except WaitTimeout:
             r = last[0]
             warn = (f" {unmatched_sentence(args.rule, r['warning'])}." if r.get("warning") else
-                    f" Nothing matched it; {r['near_miss']['label']} came by ({r['near_miss']['hint']})."
+                    f" Nothing matched it; {r['near_miss']['label']} came by: {r['near_miss']['hint']}."
                     if r.get("near_miss") else "")
             err = HarnessError(f"timed out after {args.timeout:g}s waiting for {what} (it has {r['hits']} hit(s)).{warn} "
                                f"`kueue-harness holds{session.name_option(args.name)}` shows the rules' hits and what "

@@ -452,8 +452,9 @@ def near_miss_hint(seen: dict[str, Any], want: dict[str, Any], differ: list[str]
                              f"{m.group(2)!r} {got!r}: {m.group(1)}-<name>-<hash>)")
                 continue
             likely = likely and any(c in got for c in chunks)
-            hints.append(f"check match.name {glob!r}: Kueue wrote {got!r} (`kubectl get workloads` lists the names)")
+            hints.append(f"match.name {glob!r} does not take {got!r}"
+                         + (" (`kubectl get workloads -A` lists the names)" if likely else ""))
         else:
             likely = likely and bool(got) and (glob in got or got in glob or glob.lower() == got.lower())
-            hints.append(f"check match.{k} {glob!r}: Kueue wrote it with {got!r}")
+            hints.append(f"match.{k} {glob!r} is not {got!r}")
     return "; ".join(hints), likely
