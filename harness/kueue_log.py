@@ -53,12 +53,19 @@ def lines(path: Path) -> Iterator[dict[str, Any]]:
 
 class Tail:
     """Reads a growing Kueue log incrementally: `new_lines()` returns the JSON lines appended since the
-    last call (a partial last line waits for its newline). For live checks during a case."""
+    last call (a partial last line waits for its newline). For live checks during a case. `from_end`:
+    start at the log's current end (a session's log holds earlier cases' lines, megabytes of them after a
+    stuck preemption); the first line read may then be the rest of a line, which is skipped."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, from_end: bool = False) -> None:
         self.path = path
         self.offset = 0
         self._rest = b""
+        if from_end:
+            try:
+                self.offset = path.stat().st_size
+            except OSError:
+                self.offset = 0
 
     def new_lines(self) -> list[dict[str, Any]]:
         try:

@@ -37,6 +37,10 @@ class InvariantViolation(AssertionError):
 
 
 
+#: An environment to run the cases on instead of starting one, left running afterwards: set by the session
+#: supervisor of `kueue-harness run --keep-env` (harness/session.py), which owns and later stops it.
+PROVIDED_ENV: Any = None
+
 _VERDICTS_KEY = pytest.StashKey[dict]()
 _SPEC_KEY = pytest.StashKey[Any]()
 #: Per case: (status, reason) of its kueue_bug on the Kueue that actually runs (versions.Expectation).
@@ -59,7 +63,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--artifacts-dir", default=os.environ.get("KUEUE_HARNESS_ARTIFACTS"),
                 help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>)")
     g.addoption("--keep-env", action="store_true", default=False,
-                help="leave the environment running after the session (prints how to reach it)")
+                help="--target kind: keep a kind cluster created here. A local environment cannot outlive pytest "
+                     "(its processes die with it): use `kueue-harness run --keep-env`, which runs the cases "
+                     "inside a session that stays up")
     g.addoption("--recheck-bundles", action="store_true", default=bool(os.environ.get("KUEUE_HARNESS_RECHECK")),
                 help="at the end, re-check every bundle offline (`kueue-harness report`) and fail the run if a "
                      "re-checked verdict differs from the live one (env KUEUE_HARNESS_RECHECK=1; `make test` sets it)")
@@ -98,6 +104,14 @@ def pytest_configure(config: pytest.Config) -> None:
     except HarnessError as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[_SPEC_KEY] = spec
+    if config.getoption("--keep-env") and config.getoption("--target") == "local" and PROVIDED_ENV is None:
+        # The local environment's processes get SIGKILL when this process ends (PR_SET_PDEATHSIG): pytest
+        # itself cannot leave them running. A session supervisor can (harness/session.py).
+        raise pytest.UsageError(
+            "--keep-env cannot keep a local environment from pytest: its processes die with the pytest process "
+            "(PR_SET_PDEATHSIG). Run `kueue-harness run --keep-env [-k EXPR]` instead: it runs the cases inside a "
+            "session that stays up (`kueue-harness status`, `holds`, `down`). With --target kind, --keep-env "
+            "keeps the kind cluster")
     # What was asked for, until the environment knows what runs (summary.json records the latter).
     config.option.kueue_version = spec.wanted
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
@@ -184,8 +198,13 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
 def kueue_env(request: pytest.FixtureRequest, kueue_version: str, kueue_spec, artifacts_dir: Path):
     """The session's environment, started once per session: `--target local` (etcd, kube-apiserver,
     kube-controller-manager, proxy, Kueue as processes; builds binaries on first use), `kind` or
-    `kubeconfig` (Kueue in a cluster, routed through the proxy). Stopped at the end unless --keep-env."""
+    `kubeconfig` (Kueue in a cluster, routed through the proxy). Stopped at the end; a kind cluster created
+    here is kept with --keep-env. PROVIDED_ENV, when set, is used instead and left running."""
     target = request.config.getoption("--target")
+    if PROVIDED_ENV is not None:
+        request.config._kh_env = PROVIDED_ENV  # type: ignore[attr-defined]
+        yield PROVIDED_ENV
+        return
     if target == "local":
         from harness.env.local import LocalEnvironment
 
@@ -197,11 +216,8 @@ def kueue_env(request: pytest.FixtureRequest, kueue_version: str, kueue_spec, ar
     request.config._kh_env = env  # type: ignore[attr-defined]
     yield env
     # In a cluster the routing is always undone (the proxy ends with the session); --keep-env keeps a
-    # kind cluster created here.
-    if request.config.getoption("--keep-env") and target == "local":
-        print(f"\nenvironment kept: KUBECONFIG={env.admin_kubeconfig}; stop with `kueue-harness down`")
-    else:
-        env.stop()
+    # kind cluster created here (harness/env/__init__.py).
+    env.stop()
 
 
 @pytest.fixture(scope="session")
@@ -260,7 +276,7 @@ class CaseContext:
         """The case's history so far, merged (own events, the proxy's, Kueue's milestone log lines);
         reads only what is new since the last call."""
         if self._tail is None:
-            self._tail = kueue_log.Tail(self.env.kueue_log)
+            self._tail = kueue_log.Tail(self.env.kueue_log, from_end=True)
         self._log_lines.extend(line for line in self._tail.new_lines() if line.get("msg") in self.history.milestones)
         events = self.proxy.events() if self.proxy is not None else []
         return self.history.merged(events, self._log_lines, self.workload_keys)
@@ -374,6 +390,7 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     request.node._kh_case = ctx  # type: ignore[attr-defined]
     _expect_on(request.node, kueue_env)
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
+    ctx._tail = kueue_log.Tail(kueue_env.kueue_log, from_end=True)  # this case's lines only, read as they come
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns, kueue=ctx.kueue_state(),
                checkers=ctx.selection.checkers)
     if kueue_env.proxy is not None:

@@ -163,3 +163,19 @@ def test_synthetic_ts_helper_round_trips() -> None:
 def test_last_lines(log: Path, tmp_path: Path) -> None:
     assert kueue_log.last_lines(log, 2) == LOG_LINES[-2:]
     assert kueue_log.last_lines(tmp_path / "absent.log") == []
+
+
+def test_tail_reads_only_what_is_appended(tmp_path) -> None:
+    from harness.kueue_log import Tail
+
+    log = tmp_path / "kueue.log"
+    log.write_text('{"msg": "old"}\n')
+    t = Tail(log, from_end=True)
+    assert t.new_lines() == []
+    with open(log, "a") as fh:
+        fh.write('{"msg": "new"}\n{"msg": "part')
+    assert t.new_lines() == [{"msg": "new"}]
+    with open(log, "a") as fh:
+        fh.write('ial"}\n')
+    assert t.new_lines() == [{"msg": "partial"}]
+    assert Tail(log).new_lines()[0] == {"msg": "old"}
