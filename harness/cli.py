@@ -52,6 +52,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not local and not spec.version:
         raise HarnessError(f"--target {args.target} installs Kueue from its release manifests: give --kueue-version TAG, "
                            "not --kueue-ref or --kueue-source")
+    keep = args.keep_env and local
+    if args.name and not keep:
+        raise HarnessError("--name names the session that `run --keep-env` keeps (local target): give --keep-env too")
+    if keep:
+        from harness import session
+
+        name = session.check_name(args.name)
+        rec = session.describe(name)
+        # Said before anything is built (a session whose supervisor died is cleaned up by session.start).
+        if rec is not None and rec["phase"] == "running":
+            raise HarnessError(f"session {name} is already running (supervisor pid {rec['supervisor']['pid']}, Kueue "
+                               f"{rec.get('kueue_version', '?')}): `run --keep-env` keeps its environment as a session "
+                               f"of that name. Stop it with `kueue-harness down{session.name_option(name)}`, or "
+                               "choose another name with --name")
+        if rec is not None and rec["phase"] == "starting":
+            raise HarnessError(f"another `kueue-harness up{session.name_option(name)}` is starting session {name} right "
+                               "now: wait for it and stop it, or choose another name with --name")
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     art = Path(args.artifacts_dir or Path("artifacts") / run_id).resolve()
     from harness.env import binaries
@@ -67,9 +84,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     targets = [str(CASES_DIR)]
     if args.k:
         targets += ["-k", args.k]
-    code = pytest.main([*targets, "-p", "no:cacheprovider", "-qq", "-rN", "--no-verdict-table", *spec.cli_args(),
-                        f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--target={args.target}",
-                        *(["--keep-env"] if args.keep_env else []), *args.pytest_args])
+    pytest_args = [*targets, "-p", "no:cacheprovider", "-qq", "-rN", "--no-verdict-table", *spec.cli_args(),
+                   f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--target={args.target}",
+                   *(["--keep-env"] if args.keep_env and not local else []), *args.pytest_args]
+    kept = None
+    if keep:
+        # The environment's processes die with the process that started them (PR_SET_PDEATHSIG), so the
+        # cases run inside a session supervisor, on its environment, which stays up as session `name`.
+        kept = session.start(name, spec, None, False, str(art), timeout=KEEP_ENV_TIMEOUT, cases=pytest_args,
+                             again=f"kueue-harness run --keep-env{session.name_option(name)}")
+        code = kept["cases"]["exit"]
+        if code in (pytest.ExitCode.NO_TESTS_COLLECTED, pytest.ExitCode.USAGE_ERROR):
+            print(f"[kueue-harness] {session.stop(name)} (no case ran: nothing to keep)", file=sys.stderr)
+            kept = None
+    else:
+        code = pytest.main(pytest_args)
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         raise HarnessError(f"no case matched -k {args.k}: -k takes a pytest expression over case names, e.g. "
                            "-k stuck_preemption or -k 'not control'; `kueue-harness run -- --collect-only -q` lists "
@@ -92,7 +121,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   f"{c['seconds']:>7.1f}  {rel}")
         print(f"Evidence: {art}  (summary.json, junit.xml, env/ logs and proxy events; per case: report.md, "
               "history.jsonl, flows, logs and a .tar.gz to attach to a bug report)")
+    if kept is not None:
+        n = session.name_option(name)
+        print(f"""Environment kept as session {name} (supervisor pid {kept['supervisor']['pid']}, Kueue {kept['kueue_version']}); the cases ran on it and left no rules or holds.
+  export KUBECONFIG={kept['admin_kubeconfig']}
+  `kueue-harness status{n}`, `kueue-harness holds{n}`, `kueue-harness plan load{n} FILE`, `kueue-harness logs{n}`; stop it with `kueue-harness down{n}`""")
     return 0 if code == 0 else 1
+
+
+#: Seconds `run --keep-env` waits for its session to start and run the cases (builds are done before).
+KEEP_ENV_TIMEOUT = 6 * 3600.0
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -568,7 +606,10 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="build what is missing, reproduce the seed cases, print the verdicts")
     _add_kueue_options(r)
     r.add_argument("--artifacts-dir", help="where the evidence goes (default artifacts/<run-id>)")
-    r.add_argument("--keep-env", action="store_true", help="leave the environment running afterwards")
+    r.add_argument("--keep-env", action="store_true",
+                   help="keep the environment afterwards as a session (the cases run inside it): `kueue-harness "
+                        "status`, `holds`, `down` work on it. With --target kind: keep a kind cluster created here")
+    r.add_argument("--name", help="with --keep-env: the kept session's name (default: default)")
     r.add_argument("-k", help="only cases matching this pytest -k expression")
     r.add_argument("--target", choices=("local", "kind", "kubeconfig"), default=os.environ.get("KUEUE_HARNESS_TARGET", "local"),
                    help="where Kueue runs (docs/kind.md); kind/kubeconfig options go after `--` as pytest options, "

@@ -7,10 +7,16 @@ Layout (root: <cache>/sessions, <cache> as in harness/env/binaries.cache_root):
   <name>/session.json   {"name", "phase", "supervisor": {"pid", "start"}, "up": {"pid", "start"},
                          "artifacts", "log", "started"} while starting; once ready also "kueue_version",
                          "kueue", "api_url", "admin_kubeconfig", "kubectl", "proxy_url", "control_port",
-                         "control_token_file", "web_url", "state", "kueue_log". Paths only, never secrets (the
-                         control token stays in the 0600 file it names).
+                         "control_token_file", "web_url", "state", "kueue_log" (and "cases" after `run
+                         --keep-env`). Paths only, never secrets (the control token stays in the 0600
+                         file it names).
   <name>/up.lock        flock held by the `up` that starts the session, until the session is ready.
   `down` (and a failed `up`) removes the folder.
+
+`kueue-harness run --keep-env` starts a session whose supervisor first runs the cases on its environment
+(pytest in the supervisor's process, harness.pytest_plugin.PROVIDED_ENV): the environment's processes die
+with the process that started them (PR_SET_PDEATHSIG), so only a process that stays can keep them. The
+session is ready once the cases are done; its record's "cases" holds pytest's exit code.
 
 Ownership: `up` owns its supervisor until the environment is ready. The supervisor gets SIGTERM when
 `up` dies (PR_SET_PDEATHSIG, cleared once ready), and SIGTERM/SIGHUP/SIGINT to `up` stop the supervisor
@@ -338,8 +344,14 @@ def _supervisor_preexec() -> None:
 
 
 def start(name: str | None, kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None,
-          intercept: str | None = None, timeout: float = 1800, say: Say = _say) -> dict[str, Any]:
+          intercept: str | None = None, timeout: float = 1800, say: Say = _say,
+          cases: list[str] | None = None, again: str | None = None) -> dict[str, Any]:
     """Start session `name`'s supervisor in the background and wait until its environment is ready.
+
+    `cases`: pytest arguments (`kueue-harness run --keep-env`): the supervisor runs those cases on its
+    environment first (in its own process, so the environment outlives them) and the session is ready once
+    they are done; the record's "cases" then holds {"exit": pytest's exit code}. `up` (and so `run`) owns
+    the supervisor until then. `again`: the command a stopped start names to start over (default `up`).
 
     `kueue_version`: a tag, or a harness.env.kueue_build.KueueSpec (any tag, ref or source tree);
     `timeout`: seconds for builds and start-up together. Build progress and start-up lines go to
@@ -362,11 +374,13 @@ def start(name: str | None, kueue_version: Any, plan: str | None, ui: bool, arti
         if rec is not None:
             say(f"[kueue-harness] session {name}: its supervisor pid {rec['supervisor']['pid']} had died; "
                 f"{_cleanup(rec)}")
-        return _start_locked(name, kueue_version, plan, ui, artifacts, intercept, timeout, say)
+        return _start_locked(name, kueue_version, plan, ui, artifacts, intercept, timeout, say, cases,
+                             again or f"kueue-harness up{name_option(name)}")
 
 
 def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None,
-                  intercept: str | None, timeout: float, say: Say) -> dict[str, Any]:
+                  intercept: str | None, timeout: float, say: Say, cases: list[str] | None = None,
+                  again: str = "kueue-harness up") -> dict[str, Any]:
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-session-{name}-{os.getpid()}"
     art = Path(artifacts or Path("artifacts") / run_id).resolve()
     art.mkdir(parents=True, exist_ok=True)
@@ -380,6 +394,8 @@ def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, art
         cmd += ["--ui"]
     if intercept:
         cmd += ["--intercept", intercept]
+    if cases is not None:
+        cmd += ["--cases", json.dumps(cases)]
     me = os.getpid()
     shown = 0
 
@@ -416,7 +432,7 @@ def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, art
                     echo()
             err = HarnessError(f"interrupted by {signal_name} while session {name} was starting: stopped its "
                                f"supervisor and everything it had started (log: {log}). Start it again with "
-                               f"`kueue-harness up{name_option(name)}`")
+                               f"`{again}`")
             err.exit_code = 128 + signum
             raise err from None
 
@@ -502,11 +518,17 @@ def _serve(args: argparse.Namespace) -> int:
 
     stop_event = threading.Event()
     starting = [True]
+    in_cases: list[int | None] = [None]  # while cases run: 0, or the stop signal that came
 
     def on_signal(signum: int, _frame: Any) -> None:
         stop_event.set()
         if starting[0]:
             starting[0] = False  # raise once: the clean-up that follows must not be interrupted
+            if in_cases[0] is not None:
+                # pytest ends a run cleanly on KeyboardInterrupt (teardown, summary); other exceptions it
+                # would record as a failed case and go on with the next.
+                in_cases[0] = signum
+                raise KeyboardInterrupt
             raise _Stopped(signum)
 
     for s in STOP_SIGNALS:
@@ -523,7 +545,17 @@ def _serve(args: argparse.Namespace) -> int:
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo)
     env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept)
     nemesis = None
+    cases = None
     try:
+        if args.cases is not None:
+            # `kueue-harness run --keep-env`: the cases run here, on this environment, which stays up after.
+            in_cases[0] = 0
+            cases = {"exit": _run_cases(env, json.loads(args.cases))}
+            if in_cases[0]:
+                raise _Stopped(in_cases[0])
+            in_cases[0] = None
+            print(f"[kueue-harness] the cases are done (pytest exit code {cases['exit']}); keeping the environment "
+                  f"as session {name}", flush=True)
         # Process faults (restart_kueue) and delayed watch events of the session's plans, loaded now or
         # later with `plan load`, need the harness side too (harness/nemesis.py); before any plan loads.
         from harness.nemesis import Nemesis
@@ -558,6 +590,8 @@ def _serve(args: argparse.Namespace) -> int:
             "kueue_log": str(env.kueue_log),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
+        if cases is not None:
+            data["cases"] = cases
         # Ready: from now on the session outlives `up`, so `up` exiting must no longer stop it.
         _prctl_pdeathsig(0)
         starting[0] = False
@@ -590,6 +624,20 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_cases(env: Any, pytest_args: list[str]) -> int:
+    """Run pytest with `pytest_args` in this process on `env` (the session's environment, which the cases
+    then use instead of starting their own and leave running). Returns pytest's exit code."""
+    import pytest
+
+    from harness import pytest_plugin
+
+    pytest_plugin.PROVIDED_ENV = env
+    try:
+        return int(pytest.main(pytest_args))
+    finally:
+        pytest_plugin.PROVIDED_ENV = None
+
+
 def _kubectl_or_none() -> Path | None:
     """kubectl for the session's printout, or None when it would need Go and Go is not there (a
     session whose binaries all come from KUEUE_HARNESS_* variables does not need Go)."""
@@ -613,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan")
     ap.add_argument("--ui", action="store_true")
     ap.add_argument("--intercept")
+    ap.add_argument("--cases", help="JSON list of pytest arguments: run those cases on the environment first")
     args = ap.parse_args(argv)
     try:
         return _serve(args)
