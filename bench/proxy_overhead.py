@@ -10,17 +10,23 @@
    Jobs (cpu 10m) in one ClusterQueue with a large nominal quota. One environment per mode and round,
    modes alternating; started and stopped one at a time.
 
-    .venv/bin/python bench/proxy_overhead.py [--requests 500] [--watch-events 200] [--jobs 300]
-        [--rounds 1] [--kueue-qps N] [--profile] [--skip-throughput]
+    .venv/bin/python bench/proxy_overhead.py [--kueue-version TAG | --kueue-ref REF [--kueue-repo REPO]]
+        [--requests 500] [--watch-events 200] [--jobs 300] [--rounds 1] [--kueue-qps N] [--profile]
+        [--skip-throughput]
 
-`--kueue-qps N` sets Kueue's clientConnection qps=N, burst=2N (Kueue's default is qps 20, burst 30).
+Any Kueue build (harness.env.kueue_build.KueueSpec): a tag (built from the Go module proxy, or from
+KUEUE_HARNESS_KUEUE_REPO / --kueue-repo where the proxy does not serve it) or a git ref. Kueue runs with
+that build's own defaults unless told otherwise; the results record its client rate limit as read from its
+source (apis/config/v1beta2/defaults.go: qps 20, burst 30 up to v0.18.x; qps 300, burst 500 from v0.19.0).
+`--kueue-qps N` sets Kueue's clientConnection qps=N, burst=2N.
 `--release-config` runs Kueue with the clientConnection (qps 50, burst 100) and controller.groupKindConcurrency
 (Job.batch 5, Workload 5, ...) of the Configuration in Kueue's release manifests; the harness's own config
 leaves both at Kueue's built-in defaults (qps 20, burst 30, one worker per controller).
 `--profile` adds, after the measured part in the proxy environment, an unmeasured pass (latency loop,
 watch and one admission run) under py-spy attached to mitmdump: the proxy's hot path.
 
-Writes bench/results/<date>-proxy-overhead[-qpsN].json. Not a test: it prints figures.
+Writes bench/results/<date>-proxy-overhead[-<kueue>][-release-config][-qpsN][-<tag>].json (<kueue>: the
+tag or "ref-<ref>", left out for the default version). Not a test: it prints figures.
 """
 
 from __future__ import annotations
@@ -408,33 +414,58 @@ def admission_run(env: LocalEnvironment, cluster: o.Cluster, n: int, tag: str, t
 
 
 # ---- driver --------------------------------------------------------------------------------------
-def release_config(version: str) -> dict[str, Any]:
+def release_config(kueue_source: Path) -> dict[str, Any]:
     """clientConnection and controller (groupKindConcurrency) of the Configuration Kueue's release manifests
-    ship (config/components/manager/controller_manager_config.yaml of the Kueue module)."""
+    ship (config/components/manager/controller_manager_config.yaml of the build's tree)."""
     import yaml
 
-    from harness.env import binaries
-
-    f = binaries.kueue_source(version) / "config" / "components" / "manager" / "controller_manager_config.yaml"
+    f = kueue_source / "config" / "components" / "manager" / "controller_manager_config.yaml"
     cfg = yaml.safe_load(f.read_text())
     return {k: cfg[k] for k in ("clientConnection", "controller") if k in cfg}
 
 
-def start_env(version: str, art: Path, with_proxy: bool, overrides: dict[str, Any] | None, tag: str) -> LocalEnvironment:
-    return LocalEnvironment.start(version, artifacts=art / tag, say=quiet_say(f"[bench {tag}]"),
+def kueue_client_defaults(build: Any) -> dict[str, Any]:
+    """Kueue's built-in client rate limit (DefaultClientConnectionQPS/Burst in apis/config/v1beta2/defaults.go)
+    of the build: read from its git commit (repository builds) or its module folder (module-proxy builds)."""
+    import re
+    import subprocess
+
+    rel = "apis/config/v1beta2/defaults.go"
+    text, where = None, None
+    if build.repo and build.commit:
+        r = subprocess.run(["git", "--git-dir", str(build.repo), "show", f"{build.commit}:{rel}"],
+                           capture_output=True, text=True, timeout=30)
+        text, where = (r.stdout, f"{build.repo} {build.commit[:12]}:{rel}") if r.returncode == 0 else (None, None)
+    if text is None:
+        r = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30)
+        f = Path(r.stdout.strip()) / f"sigs.k8s.io/kueue@{build.version}" / rel
+        if r.returncode == 0 and f.is_file():
+            text, where = f.read_text(), str(f)
+    if text is None:
+        return {"qps": None, "burst": None, "source": "not found"}
+    qps = re.search(r"DefaultClientConnectionQPS\s+float32\s*=\s*([0-9.]+)", text)
+    burst = re.search(r"DefaultClientConnectionBurst\s+int32\s*=\s*([0-9]+)", text)
+    return {"qps": float(qps.group(1)) if qps else None, "burst": int(burst.group(1)) if burst else None,
+            "source": where}
+
+
+def start_env(spec: Any, art: Path, with_proxy: bool, overrides: dict[str, Any] | None, tag: str) -> LocalEnvironment:
+    return LocalEnvironment.start(spec, artifacts=art / tag, say=quiet_say(f"[bench {tag}]"),
                                   with_proxy=with_proxy, kueue_config_overrides=overrides)
 
 
 def proxy_profile(env: LocalEnvironment, cluster: o.Cluster, a, art: Path) -> dict[str, Any]:
     pid = env.procs.procs["proxy"][0].pid
     out: dict[str, Any] = {"pid": pid}
+    # The addon is the package harness/faultproxy (proxy_addons/kueue_faults.py only imports it).
     categories = [
-        ("addon: flow file (copy, redact, .mitm write)", ("save (proxy_addons/kueue_faults.py)", "harness/redact.py",
+        ("addon: flow file (copy, redact, .mitm write)", ("faultproxy/flowfile.py", "harness/redact.py",
                                                           "tnetstring", "io/io.py")),
-        ("addon: event log (json.dumps + file write)", ("write (proxy_addons/kueue_faults.py)",)),
-        ("addon: watch tap (line split + parse_watch_line)", ("tap (proxy_addons/kueue_faults.py)", "parse_watch_line")),
-        ("addon: classify request", ("classify_request",)),
-        ("addon: other hooks", ("proxy_addons/kueue_faults.py",)),
+        ("addon: event log (json.dumps + file write)", ("write (faultproxy/state.py)", "faultproxy/state.py")),
+        ("addon: watch tap (line split + parse_watch_line)", ("faultproxy/watch.py", "parse_watch_line")),
+        ("addon: classify request", ("classify_request", "faultproxy/classify.py")),
+        ("addon: rules + holds (inject)", ("faultproxy/inject.py",)),
+        ("addon: other hooks", ("faultproxy/", "proxy_addons/kueue_faults.py")),
         ("TLS (ssl / OpenSSL)", ("ssl.py", "_ssl", "OpenSSL", "SSL.py", "tls.py")),
         ("HTTP/1 parse + assemble", ("http1", "assemble", "read_request_head", "read_response_head")),
         ("HTTP/2 (h2)", ("h2/", "http2")),
@@ -464,7 +495,10 @@ def proxy_profile(env: LocalEnvironment, cluster: o.Cluster, a, art: Path) -> di
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kueue-version", default=versions.DEFAULT_KUEUE_VERSION)
+    ap.add_argument("--kueue-version", default=None, help=f"a Kueue tag (default {versions.DEFAULT_KUEUE_VERSION})")
+    ap.add_argument("--kueue-ref", default=None, help="a branch, tag or commit of the Kueue repository")
+    ap.add_argument("--kueue-repo", default=None,
+                    help="Kueue repository (URL, path or .tar); default $KUEUE_HARNESS_KUEUE_REPO, else upstream")
     ap.add_argument("--requests", type=int, default=500, help="measured requests per method and mode")
     ap.add_argument("--watch-events", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=300)
@@ -480,15 +514,27 @@ def main() -> int:
     a = ap.parse_args()
     if not (1 <= a.requests <= 5000 and 1 <= a.watch_events <= 2000 and 1 <= a.jobs <= 1000 and 1 <= a.rounds <= 5):
         ap.error("bounds: --requests 1..5000, --watch-events 1..2000, --jobs 1..1000, --rounds 1..5")
+    from harness.env import binaries
+    from harness.env.kueue_build import KueueSpec
+
+    spec = KueueSpec.from_options(version=a.kueue_version, ref=a.kueue_ref, repo=a.kueue_repo)
+    bins = binaries.ensure_all(spec, quiet_say("[bench build]"))  # build first: not inside a measured start
+    label = spec.version or "ref-" + "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in spec.ref)
     art = ROOT / "artifacts" / f"bench-proxy-{time.strftime('%Y%m%d-%H%M%S')}"
     overrides: dict[str, Any] = {}
     if a.release_config:
-        overrides.update(release_config(a.kueue_version))
+        overrides.update(release_config(bins.kueue_source))
     if a.kueue_qps:
         overrides["clientConnection"] = {"qps": a.kueue_qps, "burst": 2 * a.kueue_qps}
-    res: dict[str, Any] = {"kueue_version": a.kueue_version, "kubernetes_version": versions.KUBERNETES_VERSION,
-                           "kueue_config_overrides": overrides or "none (Kueue defaults: qps 20, burst 30, "
-                           "one worker per controller)", "artifacts": str(art), "load_start": load()}
+    defaults = kueue_client_defaults(bins.kueue_build)
+    print(f"Kueue {spec.wanted}: build {bins.kueue_build.version} ({(bins.kueue_build.commit or '')[:12]}); "
+          f"built-in client rate limit qps {defaults['qps']}, burst {defaults['burst']} ({defaults['source']}); "
+          f"overrides: {overrides or 'none'}", flush=True)
+    res: dict[str, Any] = {"kueue_version": bins.kueue_build.version, "kueue_wanted": spec.wanted,
+                           "kueue_build": bins.kueue_build.to_json(), "kubernetes_version": versions.KUBERNETES_VERSION,
+                           "kueue_client_defaults": defaults,
+                           "kueue_config_overrides": overrides or "none (the build's own defaults, one worker per "
+                           "controller)", "artifacts": str(art), "load_start": load()}
     throughput: dict[str, list[dict[str, Any]]] = {"proxy": [], "direct": []}
     modes = [] if a.skip_throughput else [m for _ in range(a.rounds) for m in ("proxy", "direct")]
     first = True
@@ -496,7 +542,9 @@ def main() -> int:
     for i, mode in enumerate(modes or ["proxy"]):
         env = None
         try:
-            env = start_env(a.kueue_version, art, mode == "proxy", overrides, f"{mode}{i}")
+            env = start_env(spec, art, mode == "proxy", overrides, f"{mode}{i}")
+            if "kueue_reported" not in res:
+                res["kueue_reported"] = dict(env.kueue_reported)
             cluster = o.Cluster(env.api_client())
             if first:
                 first = False
@@ -543,7 +591,8 @@ def main() -> int:
         "proxy_p50_added_ms_le_1": {m: res["latency"][m]["added_ms_p50"] <= 1.0 for m in ("GET", "PATCH")},
         "throughput_ratio_ge_0.9": res.get("throughput", {}).get("ratio_proxy_vs_direct", 0) >= 0.9 if modes else None,
     }
-    write_result("proxy-overhead" + ("-release-config" if a.release_config else "")
+    default_build = spec.version == versions.DEFAULT_KUEUE_VERSION
+    write_result("proxy-overhead" + ("" if default_build else f"-{label}") + ("-release-config" if a.release_config else "")
                  + (f"-qps{a.kueue_qps}" if a.kueue_qps else "") + (f"-{a.tag}" if a.tag else ""), res)
     return 0
 

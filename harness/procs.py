@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -72,23 +73,26 @@ class ProcRecord:
 
 
 class ProcessGroup:
-    """The processes of one run. `start()` launches and records; `stop_all()` terminates in reverse."""
+    """The processes of one run. `start()` launches and records; `stop_all()` terminates in reverse.
+    Safe to call from two threads (the local environment starts the proxy in a helper thread)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
         self.file = state_dir / "processes.json"
         self.procs: dict[str, tuple[subprocess.Popen, ProcRecord]] = {}
+        self._lock = threading.RLock()
         self._save()
 
     def _save(self) -> None:
-        me = os.getpid()
-        data = {
-            "owner": {"pid": me, "start": proc_start_time(me)},
-            "procs": [asdict(r) for _, r in self.procs.values()],
-        }
-        tmp = self.file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(self.file)
+        with self._lock:
+            me = os.getpid()
+            data = {
+                "owner": {"pid": me, "start": proc_start_time(me)},
+                "procs": [asdict(r) for _, r in self.procs.values()],
+            }
+            tmp = self.file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1))
+            tmp.replace(self.file)
 
     def start(
         self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None,
@@ -104,8 +108,9 @@ class ProcessGroup:
         finally:
             fh.close()
         rec = ProcRecord(name, p.pid, p.pid, proc_start_time(p.pid), argv[0], str(log))
-        self.procs[name] = (p, rec)
-        self._save()
+        with self._lock:
+            self.procs[name] = (p, rec)
+            self._save()
         return p
 
     def alive(self, name: str) -> bool:
@@ -114,7 +119,8 @@ class ProcessGroup:
 
     def stop(self, name: str, timeout: float = 10.0) -> int | None:
         """SIGTERM the process group of `name`, SIGKILL after `timeout` seconds. Returns exit code."""
-        entry = self.procs.pop(name, None)
+        with self._lock:
+            entry = self.procs.pop(name, None)
         if entry is None:
             return None
         p, rec = entry

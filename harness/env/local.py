@@ -9,6 +9,7 @@ Kueue setup follows docs/kueue-notes.md §2-5 and Kueue's test/integration/frame
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import shutil
 import socket
 import ssl
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ from typing import Any, Callable
 import yaml
 
 from harness import kueue_log, pki, versions
-from harness.env import binaries
+from harness.env import binaries, etcd_template
 from harness.env.runs import check_free_space, runs_root  # noqa: F401 - re-exported for callers
 from harness.errors import EnvironmentNotReady, HarnessError, PortInUse
 from harness.objects import webhooks_answer
@@ -45,6 +47,16 @@ KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 #: Hooks of disabled integrations are dropped: with failurePolicy Fail, a hook such as mpod.kb.io would
 #: block every Pod create while Kueue is down (docs/kueue-notes.md §3).
 _WEBHOOK_PATH_MARKERS = ("-kueue-x-k8s-io-", "-batch-v1-job")
+
+SERVICE_CIDR = "10.0.0.0/24"
+#: kube-apiserver post-start hooks that sleep a fixed second before their first try (wait.Poll, not
+#: PollImmediate: pkg/registry/rbac/rest/storage_rbac.go, pkg/registry/scheduling/rest/storage_scheduling.go
+#: of v1.35.4) and only write what an etcd template already holds (RBAC roles, system priority classes).
+#: A start from a template does not wait for them; they still run, and find nothing to do.
+_TEMPLATE_READYZ_EXCLUDES = ("poststarthook/rbac/bootstrap-roles",
+                             "poststarthook/scheduling/bootstrap-system-priority-classes")
+#: The Accept header of client-go's aggregated discovery (what Kueue's REST mapper reads first).
+_AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 
 def _say(line: str) -> None:
@@ -101,6 +113,109 @@ def _kubeconfig(server: str, ca_file: Path, token: str, user: str) -> dict[str, 
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
         "current-context": "local",
     }
+
+
+#: libyaml when present: PyYAML's pure-Python parser spends ~2 s on Kueue's 1.6 MB of CRDs.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _etcd_argv(etcd: Path, data: Path, port: int, peer_port: int) -> list[str]:
+    """etcd for one run: loopback only, no fsync (the data is thrown away), a data folder that may be a
+    copy of an etcd template (its stored member keeps the template's peer URL: harmless for one member)."""
+    return [
+        str(etcd), "--name=kueue-harness", f"--data-dir={data}",
+        f"--listen-client-urls=http://127.0.0.1:{port}", f"--advertise-client-urls=http://127.0.0.1:{port}",
+        f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+        f"--initial-cluster=kueue-harness=http://127.0.0.1:{peer_port}",
+        "--unsafe-no-fsync=true", "--log-level=warn",
+    ]
+
+
+def _etcd_healthy(port: int) -> bool:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+        return json.loads(r.read()).get("health") == "true"
+
+
+#: Extra kube-apiserver flags (bench/ready.py measures candidates by setting this; see docs/benchmarks.md).
+APISERVER_EXTRA_FLAGS: tuple[str, ...] = ()
+
+
+def _apiserver_argv(apiserver: Path, etcd_port: int, port: int, pki_dir: Path, ca_file: Path) -> list[str]:
+    """kube-apiserver on 127.0.0.1:`port` with the serving pair, token file and service-account keys in
+    `pki_dir` (apiserver.crt/.key, tokens.csv, sa.pub/sa.key) and clients verified against `ca_file`."""
+    return [
+        str(apiserver),
+        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
+        f"--tls-cert-file={pki_dir / 'apiserver.crt'}", f"--tls-private-key-file={pki_dir / 'apiserver.key'}",
+        f"--client-ca-file={ca_file}", f"--token-auth-file={pki_dir / 'tokens.csv'}",
+        "--authorization-mode=RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki_dir / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
+        f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true",
+        "--profiling=false", "--v=1", *APISERVER_EXTRA_FLAGS,
+    ]
+
+
+def _https_get(url: str, ca_file: Path, token: str | None = None, timeout: float = 2,
+               headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers=headers or {})
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ssl.create_default_context(cafile=str(ca_file))) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _create_crds(api: Any, files: list[Path]) -> list[dict[str, Any]]:
+    """Create the CRDs in `files`; returns [{"name", "group", "plural", "versions": [served]}]."""
+    from kubernetes import client
+
+    ext = client.ApiextensionsV1Api(api)
+    out = []
+    for f in files:
+        for doc in yaml.load_all(f.read_text(), Loader=_YAML_LOADER):
+            if doc:
+                ext.create_custom_resource_definition(doc)
+                spec = doc["spec"]
+                out.append({"name": doc["metadata"]["name"], "group": spec["group"], "plural": spec["names"]["plural"],
+                            "versions": [v["name"] for v in spec.get("versions") or [] if v.get("served", True)]})
+    return out
+
+
+def _wait_established(api: Any, names: list[str]) -> None:
+    from kubernetes import client
+
+    ext = client.ApiextensionsV1Api(api)
+
+    def established() -> bool:
+        for n in names:
+            crd = ext.read_custom_resource_definition(n)
+            conds = {c.type: c.status for c in (crd.status.conditions or [])}
+            if conds.get("Established") != "True":
+                return False
+        return True
+
+    wait_for(established, timeout=30, what=f"{len(names)} Kueue CRDs to be Established")
+
+
+_helper: concurrent.futures.ThreadPoolExecutor | None = None
+_helper_lock = threading.Lock()
+
+
+def _in_helper(fn: Callable[[], Any]) -> concurrent.futures.Future:
+    """Run `fn` in one of this process's two helper threads, which live as long as the process: a
+    child's PR_SET_PDEATHSIG fires when the *thread* that forked it ends, so children may only be spawned
+    from threads that never end before the process does (these, or the main thread)."""
+    global _helper
+    with _helper_lock:
+        if _helper is None:
+            _helper = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="kueue-harness-start")
+        return _helper.submit(fn)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -161,6 +276,11 @@ class LocalEnvironment:
     kueue_reported: dict[str, str] = field(default_factory=dict)
     #: (mitmweb UI port, intercept filter) for `kueue-harness up --ui`, else None.
     ui: tuple[int, str | None] | None = None
+    #: The etcd template this run's etcd data was copied from (harness/env/etcd_template.py), else None.
+    template: etcd_template.Template | None = None
+    _spawn_times: dict[str, float] = field(default_factory=dict)
+    _t0: float = 0.0
+    _abandon: bool = False
 
     @property
     def api_url(self) -> str:
@@ -219,23 +339,54 @@ class LocalEnvironment:
         return env
 
     def _start_all(self, with_proxy: bool) -> None:
-        t0 = time.monotonic()
+        """Start every component, with the waits overlapping.
+
+        etcd starts from a copy of the etcd template (Kueue's CRDs already in it; made on the first start
+        for this Kueue build, see harness/env/etcd_template.py), kube-apiserver as soon as etcd listens.
+        Two helper threads (_in_helper) start the proxy meanwhile, and kube-controller-manager once
+        kube-apiserver's /healthz is OK: it polls /healthz once a second before it starts its controllers
+        (k8s.io/controller-manager app.WaitForAPIServer), and /healthz is OK only when the two post-start
+        hooks that first sleep a second are done (_TEMPLATE_READYZ_EXCLUDES), so started earlier it would
+        wait up to a second longer. Once kube-apiserver is ready (without those hooks) the webhooks are
+        installed, and Kueue starts when the proxy is up (it needs neither kube-controller-manager nor its
+        ServiceAccounts). The start ends when Kueue's webhooks answer and kube-controller-manager is ready.
+        Durations per component (spawn to ready) go to `started["<name>_seconds"]`, the moment each was
+        ready (from the start of the call) to `started["<name>_ready_at"]`.
+        """
+        t0 = self._t0 = time.monotonic()
+        self.template = self._step("etcd_template", self._etcd_template)
         self._step("pki", self._pki)
-        self._step("etcd", self._start_etcd)
-        self._step("kube_apiserver", self._start_apiserver)
-        self._step("kueue_manifests", self._install_kueue_manifests)
-        self._step("kube_controller_manager", self._start_controller_manager)
-        if with_proxy:
-            self.proxy = self._step("proxy", lambda: Proxy.start(
-                upstream=self.api_url, upstream_ca=self.ca_file, state=self.state,
-                artifacts=self.artifacts, procs=self.procs, port=self.ports["proxy"],
-                control_port=self.ports["control"], say=self.say,
-                web_port=self.ui[0] if self.ui else None, intercept=self.ui[1] if self.ui else None,
-            ))
-        self._step("kueue", self._start_kueue)
+        self._spawn_etcd()
+        self._wait_process("etcd", self._etcd_listening, 30, "etcd to listen", interval=0.01)
+        self._spawn_apiserver()
+        helpers = [_in_helper(self._start_proxy)] if with_proxy else []
+        helpers.append(_in_helper(self._spawn_controller_manager_when_healthy))
+        try:
+            self._wait_etcd()
+            self._wait_apiserver()
+            self._step("kueue_manifests", self._install_kueue_manifests)
+            self._ready_at("kueue_manifests")
+            if with_proxy:
+                self.proxy = helpers[0].result()
+            self._step("kueue", self._start_kueue)
+            self._ready_at("kueue")
+            helpers[-1].result()
+        except BaseException:
+            self._abandon = True
+            concurrent.futures.wait(helpers)  # no process may be spawned after stop(): let them end first
+            raise
+        self._wait_controller_manager()
         self.started["ready_seconds"] = time.monotonic() - t0
-        self.say(f"environment ready in {self.started['ready_seconds']:.1f}s (Kueue {self.kueue_version}, "
-                 f"kube-apiserver {versions.KUBERNETES_VERSION}); artifacts: {self.artifacts}")
+
+    def _start_proxy(self) -> Proxy:
+        proxy = self._step("proxy", lambda: Proxy.start(
+            upstream=self.api_url, upstream_ca=self.ca_file, state=self.state,
+            artifacts=self.artifacts, procs=self.procs, port=self.ports["proxy"],
+            control_port=self.ports["control"], say=self.say,
+            web_port=self.ui[0] if self.ui else None, intercept=self.ui[1] if self.ui else None,
+        ))
+        self._ready_at("proxy")
+        return proxy
 
     def _step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run one start step; its duration goes to `started["<name>_seconds"]` (read by bench/ready.py)."""
@@ -244,6 +395,16 @@ class LocalEnvironment:
             return fn()
         finally:
             self.started[f"{name}_seconds"] = time.monotonic() - t
+
+    def _spawned(self, name: str) -> None:
+        self._spawn_times[name] = time.monotonic()
+
+    def _ready_at(self, name: str) -> None:
+        """Record that `name` is ready: seconds since its spawn (when spawned) and since the start call."""
+        now = time.monotonic()
+        if name in self._spawn_times:
+            self.started[f"{name}_seconds"] = now - self._spawn_times[name]
+        self.started[f"{name}_ready_at"] = now - self._t0
 
     def _pki(self) -> None:
         s = self.state
@@ -282,7 +443,8 @@ class LocalEnvironment:
         )
         ensure_metrics_certs(self.ca, self.say)
 
-    def _wait_process(self, name: str, probe: Callable[[], Any], timeout: float, what: str) -> None:
+    def _wait_process(self, name: str, probe: Callable[[], Any], timeout: float, what: str,
+                      interval: float = 0.05) -> None:
         log = Path(self.procs.procs[name][1].log)
 
         def check() -> Any:
@@ -294,73 +456,159 @@ class LocalEnvironment:
             return probe()
 
         try:
-            wait_for(check, timeout=timeout, what=what, interval=0.1, fatal=(EnvironmentNotReady,))
+            wait_for(check, timeout=timeout, what=what, interval=interval, fatal=(EnvironmentNotReady,))
         except WaitTimeout as e:
             raise EnvironmentNotReady(f"{e}. Last lines of {log}:\n{_tail(log)}") from None
 
-    def _start_etcd(self) -> None:
-        p = self.ports
+    # ---- etcd ------------------------------------------------------------------------------------
+    def _spawn_etcd(self) -> None:
         data = self.state / "etcd-data"
-        self.procs.start(
-            "etcd",
-            [
-                str(self.bins.etcd), "--name=kueue-harness", f"--data-dir={data}",
-                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--listen-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
-                f"--initial-cluster=kueue-harness=http://127.0.0.1:{p['etcd_peer']}",
-                "--unsafe-no-fsync=true", "--log-level=warn",
-            ],
-            self.artifacts / "etcd.log",
-        )
+        if self.template is not None:
+            etcd_template.copy_data(self.template.data, data)
+        self._spawned("etcd")
+        self.procs.start("etcd", _etcd_argv(self.bins.etcd, data, self.ports["etcd"], self.ports["etcd_peer"]),
+                         self.artifacts / "etcd.log")
 
-        def healthy() -> bool:
-            with urllib.request.urlopen(f"http://127.0.0.1:{p['etcd']}/health", timeout=2) as r:
-                return json.loads(r.read()).get("health") == "true"
+    def _etcd_listening(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.ports["etcd"]), timeout=1):
+            return True
 
-        self._wait_process("etcd", healthy, 30, "etcd /health")
+    def _wait_etcd(self) -> None:
+        try:
+            self._wait_process("etcd", lambda: _etcd_healthy(self.ports["etcd"]), 30, "etcd /health")
+        except EnvironmentNotReady:
+            if self.template is not None:
+                # A template etcd cannot start from is dropped, so the next start makes a new one.
+                etcd_template.remove(self.template.key)
+                self.say(f"etcd did not start from etcd template {self.template.key}; removed it "
+                         "(the next start makes a new one)")
+            raise
+        self._ready_at("etcd")
 
+    def _etcd_template(self) -> etcd_template.Template | None:
+        """The etcd template for this Kueue build, made now when there is none (None: templates are off)."""
+        if not etcd_template.enabled():
+            return None
+        crds = etcd_template.crd_files(self.bins.kueue_source)
+        if not crds:  # nothing to install ahead (a stand-in Kueue tree in tests): start as without templates
+            return None
+        k = etcd_template.key(crds, self.bins.kube_apiserver, self.bins.etcd, versions.KUBERNETES_VERSION,
+                              versions.ETCD_VERSION, SERVICE_CIDR)
+        found = etcd_template.find(k)
+        if found is not None:
+            return found
+        with binaries.build_lock(f"etcd-template-{k}"):
+            found = etcd_template.find(k)  # made by another process while this one waited
+            if found is not None:
+                return found
+            t = time.monotonic()
+            made = self._make_etcd_template(k, crds)
+            self.started["etcd_template_made_seconds"] = time.monotonic() - t
+            return made
+
+    def _make_etcd_template(self, k: str, crds: list[Path]) -> etcd_template.Template:
+        """Make etcd template `k`: a fresh etcd and a kube-apiserver with a throwaway CA, keys and token
+        (not this run's), Kueue's CRDs (Established) and its namespace installed, no kube-controller-manager
+        (so no ServiceAccount, no token Secret); checked to hold no Secret and no ServiceAccount; both
+        stopped cleanly, the data stored, the throwaway folder deleted."""
+        t0 = time.monotonic()
+        self.say(f"making the etcd template for these CRDs, kube-apiserver {versions.KUBERNETES_VERSION} and "
+                 f"etcd {versions.ETCD_VERSION} (once, a few seconds): {etcd_template.root() / k}")
+        tdir = self.state / "etcd-template"
+        tdir.mkdir(mode=0o700)
+        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+        ca = pki.make_ca("kueue-harness-template-ca", days=1)
+        ca_file = tdir / "ca.crt"
+        ca_file.write_bytes(ca.cert_pem)
+        crt, key = pki.issue(ca, "kube-apiserver", ips=("127.0.0.1",), dns=("localhost",), days=1)
+        (tdir / "apiserver.crt").write_bytes(crt)
+        pki.write_private(tdir / "apiserver.key", key)
+        priv, pub = pki.rsa_keypair()
+        pki.write_private(tdir / "sa.key", priv)
+        (tdir / "sa.pub").write_bytes(pub)
+        token = secrets.token_urlsafe(24)
+        pki.write_private(tdir / "tokens.csv", f'{token},kueue-harness-template,1,"system:masters"\n'.encode())
+        names = ("template-etcd", "template-kube-apiserver")
+        try:
+            self.procs.start(names[0], _etcd_argv(self.bins.etcd, tdir / "data", etcd_port, peer_port),
+                             self.artifacts / "etcd-template.log")
+            self._wait_process(names[0], lambda: _etcd_healthy(etcd_port), 30, "template etcd /health")
+            self.procs.start(names[1], _apiserver_argv(self.bins.kube_apiserver, etcd_port, api_port, tdir, ca_file),
+                             self.artifacts / "kube-apiserver-template.log")
+            url = f"https://127.0.0.1:{api_port}"
+            self._wait_process(names[1], lambda: _https_get(f"{url}/readyz", ca_file, token)[0] == 200, 90,
+                               "template kube-apiserver /readyz")
+            from kubernetes import client
+
+            cfg = client.Configuration()
+            cfg.host, cfg.ssl_ca_cert = url, str(ca_file)
+            cfg.api_key = {"authorization": f"Bearer {token}"}
+            with client.ApiClient(cfg) as api:
+                specs = _create_crds(api, crds)
+                _wait_established(api, [c["name"] for c in specs])
+                core = client.CoreV1Api(api)
+                core.create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
+                leaked = [f"{kind} {o.metadata.namespace}/{o.metadata.name}" for kind, items in (
+                    ("Secret", core.list_secret_for_all_namespaces().items),
+                    ("ServiceAccount", core.list_service_account_for_all_namespaces().items)) for o in items]
+                if leaked:
+                    raise HarnessError(f"the etcd template would hold {', '.join(leaked)}; not stored")
+            # SIGTERM: kube-apiserver removes its own lease and endpoints, etcd closes its database.
+            for name in reversed(names):
+                code = self.procs.stop(name, timeout=30)
+                if code not in (0, -15, None):
+                    raise HarnessError(f"{name} exited with {code} while the etcd template was made; not stored "
+                                       f"(log: {self.artifacts})")
+            inputs = {"crds": [f.name for f in crds], "kueue_source": str(self.bins.kueue_source),
+                      "kube_apiserver": str(self.bins.kube_apiserver), "kubernetes_version": versions.KUBERNETES_VERSION,
+                      "etcd": str(self.bins.etcd), "etcd_version": versions.ETCD_VERSION, "service_cidr": SERVICE_CIDR}
+            return etcd_template.store(k, tdir / "data", specs, inputs, time.monotonic() - t0)
+        finally:
+            for name in names:
+                self.procs.stop(name)
+            shutil.rmtree(tdir, ignore_errors=True)
+
+    # ---- kube-apiserver, kube-controller-manager -------------------------------------------------
     def _ssl_context(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
-    def _get(self, url: str, token: str | None = None, timeout: float = 2) -> tuple[int, bytes]:
-        req = urllib.request.Request(url)
-        if token:
-            req.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout, context=self._ssl_context()) as r:
-                return r.status, r.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
+    def _get(self, url: str, token: str | None = None, timeout: float = 2,
+             headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        return _https_get(url, self.ca_file, token, timeout, headers)
 
-    def _start_apiserver(self) -> None:
-        s, p = self.state, self.ports
+    def _spawn_apiserver(self) -> None:
+        self._spawned("kube_apiserver")
         self.procs.start(
             "kube-apiserver",
-            [
-                str(self.bins.kube_apiserver),
-                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={p['apiserver']}",
-                f"--tls-cert-file={s / 'apiserver.crt'}", f"--tls-private-key-file={s / 'apiserver.key'}",
-                f"--client-ca-file={self.ca_file}", f"--token-auth-file={s / 'tokens.csv'}",
-                "--authorization-mode=RBAC",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={s / 'sa.pub'}",
-                f"--service-account-signing-key-file={s / 'sa.key'}",
-                "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
-                "--profiling=false", "--v=1",
-            ],
+            _apiserver_argv(self.bins.kube_apiserver, self.ports["etcd"], self.ports["apiserver"], self.state,
+                            self.ca_file),
             self.artifacts / "kube-apiserver.log",
         )
+
+    def _spawn_controller_manager_when_healthy(self) -> None:
+        """(In a helper thread.) Spawn kube-controller-manager once kube-apiserver's /healthz is OK."""
+        def healthy() -> bool:
+            if self._abandon:
+                raise EnvironmentNotReady("the start was abandoned")
+            return self._get(f"{self.api_url}/healthz", self.admin_token)[0] == 200
+
+        self._wait_process("kube-apiserver", healthy, 90, "kube-apiserver /healthz", interval=0.02)
+        self.started["kube_apiserver_healthz_at"] = time.monotonic() - self._t0
+        self._spawn_controller_manager()
+
+    def _wait_apiserver(self) -> None:
+        # From a template the hooks that only (re)write what it holds are not waited for.
+        query = ("?" + "&".join(f"exclude={x}" for x in _TEMPLATE_READYZ_EXCLUDES)) if self.template else ""
         self._wait_process(
             "kube-apiserver",
-            lambda: self._get(f"{self.api_url}/readyz", self.admin_token)[0] == 200,
+            lambda: self._get(f"{self.api_url}/readyz{query}", self.admin_token)[0] == 200,
             90, "kube-apiserver /readyz",
         )
+        self._ready_at("kube_apiserver")
 
-    def _start_controller_manager(self) -> None:
+    def _spawn_controller_manager(self) -> None:
         s = self.state
+        self._spawned("kube_controller_manager")
         self.procs.start(
             "kube-controller-manager",
             [
@@ -374,13 +622,16 @@ class LocalEnvironment:
             ],
             self.artifacts / "kube-controller-manager.log",
         )
-        # Ready when the serviceaccount controller has created "default" in kube-system.
+
+    def _wait_controller_manager(self) -> None:
+        # Ready when the serviceaccount controller has created "default" in the default namespace.
         self._wait_process(
             "kube-controller-manager",
             lambda: self._get(f"{self.api_url}/api/v1/namespaces/default/serviceaccounts/default",
                               self.admin_token)[0] == 200,
             60, "kube-controller-manager to create the default ServiceAccount",
         )
+        self._ready_at("kube_controller_manager")
 
     # ---- Kueue -----------------------------------------------------------------------------------
     def api_client(self):
@@ -396,30 +647,46 @@ class LocalEnvironment:
         return self._api
 
     def _install_kueue_manifests(self) -> None:
+        """Kueue's CRDs and namespace, then its webhook configurations.
+
+        Without an etcd template: create the CRDs, wait until they are Established, create kueue-system.
+        From a template both are in etcd already: wait until this kube-apiserver serves every CRD version
+        in its aggregated discovery (what Kueue's REST mapper reads when it starts). The webhook
+        configurations are never in a template: their caBundle is this run's CA.
+        """
         from kubernetes import client
 
         api = self.api_client()
-        ext = client.ApiextensionsV1Api(api)
-        bases = self.bins.kueue_source / "config" / "components" / "crd" / "bases"
-        names = []
-        for f in sorted(bases.glob("*.yaml")):
-            # libyaml when present: PyYAML's pure-Python parser spends ~2 s on Kueue's 1.6 MB of CRDs.
-            for doc in yaml.load_all(f.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-                if doc:
-                    ext.create_custom_resource_definition(doc)
-                    names.append(doc["metadata"]["name"])
-
-        def established() -> bool:
-            for n in names:
-                crd = ext.read_custom_resource_definition(n)
-                conds = {c.type: c.status for c in (crd.status.conditions or [])}
-                if conds.get("Established") != "True":
-                    return False
-            return True
-
-        wait_for(established, timeout=30, what=f"{len(names)} Kueue CRDs to be Established")
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
+        if self.template is None:
+            names = [c["name"] for c in _create_crds(api, etcd_template.crd_files(self.bins.kueue_source))]
+            _wait_established(api, names)
+            client.CoreV1Api(api).create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
+        else:
+            missing: list[str] = []
+            wait_for(lambda: self._crds_served(self.template.crds, missing), timeout=30, interval=0.02,
+                     what=f"kube-apiserver to serve the {len(self.template.crds)} Kueue CRDs of the etcd template",
+                     describe=lambda: f"not in discovery: {', '.join(missing) or '(discovery not answered)'}")
         self._install_webhooks()
+
+    def _crds_served(self, crds: list[dict[str, Any]], missing: list[str]) -> bool:
+        """True when discovery lists every served version of every CRD in `crds`; `missing` gets the rest."""
+        st, body = self._get(f"{self.api_url}/apis", self.admin_token, headers={"Accept": _AGGREGATED_DISCOVERY})
+        if st != 200:
+            return False
+        doc = json.loads(body)
+        served: dict[tuple[str, str], set[str]] = {}
+        if doc.get("kind") == "APIGroupDiscoveryList":
+            for g in doc.get("items") or []:
+                for v in g.get("versions") or []:
+                    served[(g["metadata"]["name"], v["version"])] = {r["resource"] for r in v.get("resources") or []}
+        else:  # a kube-apiserver without aggregated discovery: one request per group version
+            for gv in {(c["group"], v) for c in crds for v in c["versions"]}:
+                st, body = self._get(f"{self.api_url}/apis/{gv[0]}/{gv[1]}", self.admin_token)
+                if st == 200:
+                    served[gv] = {r["name"] for r in json.loads(body).get("resources") or []}
+        missing[:] = [f"{c['plural']}.{c['group']}/{v}" for c in crds for v in c["versions"]
+                      if c["plural"] not in served.get((c["group"], v), set())]
+        return not missing
 
     def _install_webhooks(self) -> None:
         from kubernetes import client
@@ -427,7 +694,7 @@ class LocalEnvironment:
         adm = client.AdmissionregistrationV1Api(self.api_client())
         path = self.bins.kueue_source / "config" / "components" / "webhook" / "manifests.yaml"
         ca_b64 = base64.b64encode(self.ca.cert_pem).decode()
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc:
                 continue
             kept = []
