@@ -14,6 +14,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Callable
@@ -143,6 +144,53 @@ def control_channel_gone(fake: Fake) -> Result:
     return [_run(fake, "holds")]
 
 
+def _live_proxy(fake: Fake):
+    """A running session named default whose control channel is the real proxy parts (tests/unit/live_proxy.py)."""
+    from tests.unit.live_proxy import LiveProxy
+
+    live = LiveProxy(fake.cache, fake.tmp / "live")
+    fake.cleanup.append(live.close)
+    return live
+
+
+def hold_expired(fake: Fake) -> Result:
+    from tests.unit.addon_flows import status_patch
+
+    live = _live_proxy(fake)
+    assert live.handle("POST", "/rules", {"id": "short", "match": {"write": "admission"}, "max_hold": 0.1})[0] == 201
+    live.request(status_patch()).result(10)  # held, then released by max_hold
+    code, out = _run(fake, "release", "h1")
+    assert "hold h1 expired at" in out and "max_hold of 0.1 s" in out, out
+    assert "EXPIRED holds" in _run(fake, "holds")[1]
+    return [(code, out)]
+
+
+def wait_timed_out(fake: Fake) -> Result:
+    live = _live_proxy(fake)
+    assert live.handle("POST", "/rules", {"id": "r", "match": {"write": "admission"}})[0] == 201
+    code, out = _run(fake, "wait", "r", "--timeout", "0.3")
+    assert "timed out after 0.3s waiting for rule r to be held (it has 0 hit(s))" in out, out
+    return [(code, out)]
+
+
+def rule_matches_nothing(fake: Fake) -> Result:
+    from tests.unit.addon_flows import status_patch
+
+    live = _live_proxy(fake)
+    assert live.handle("POST", "/rules", {"id": "r", "match": {"write": "admission", "name": "job1"}})[0] == 201
+    live.request(status_patch()).result(10)  # job-job1-…: the rule named it wrongly
+    code, out = _run(fake, "status")
+    assert "WARNING: rule r has matched nothing, but admission" in out and "job-job1-*" in out, out
+    return [(code, out)]
+
+
+def pytest_keep_env(fake: Fake) -> Result:
+    r = subprocess.run([sys.executable, "-m", "pytest", "cases", "-p", "no:cacheprovider", "--collect-only", "-q",
+                        "--keep-env"], capture_output=True, text=True, cwd=README.parent, env=fake.env, timeout=120)
+    assert "--keep-env cannot keep a local environment from pytest" in r.stderr, r.stderr
+    return [(r.returncode, r.stdout + r.stderr)]
+
+
 def no_case_matched(fake: Fake) -> Result:
     code, out = _run(fake, "run", "-k", "nomatch", "--artifacts-dir", str(fake.tmp / "art"), timeout=120)
     assert "no case matched -k nomatch" in out, out
@@ -256,6 +304,10 @@ PROVOKE: dict[str, Callable[..., Result]] = {
     "could not download": build_failed,
     "exited during start-up": component_exited,
     "the proxy refused": proxy_refused,
+    "hold hN expired at": hold_expired,
+    "timed out after Ns waiting for rule": wait_timed_out,
+    "WARNING: rule X has matched nothing": rule_matches_nothing,
+    "--keep-env cannot keep a local environment": pytest_keep_env,
     "no case matched": no_case_matched,
     "has N KiB free": no_space,
     "It is on the path --artifacts-dir names": folder_not_writable,
