@@ -4,7 +4,8 @@ local environment starts from a copy instead of installing 1.6 MB of CRDs and wa
 A template is made once per (Kueue's CRDs, kube-apiserver, etcd) by harness/env/local.py with a throwaway
 PKI and no kube-controller-manager, so it holds no Secret, no ServiceAccount and no token: only what
 kube-apiserver bootstraps for itself (namespaces, RBAC roles, priority classes, flow schemas, the
-`kubernetes` Service) plus the CRDs and the namespace. Each run gets its own copy (`copy_data`), never
+`kubernetes` Service) plus the CRDs and the namespace; the one object that names the throwaway CA
+(extension-apiserver-authentication) is deleted, and the stored keys are checked (`leaks`). Each run gets its own copy (`copy_data`), never
 the template itself. Webhook configurations are not in it: their caBundle is per run.
 
 Cache layout (root: $KUEUE_HARNESS_CACHE or ~/.cache/kueue-harness):
@@ -33,9 +34,16 @@ from typing import Any
 from harness.env import binaries
 
 #: Bump when what a template holds or how it is made changes: every cached template is then remade.
-FORMAT = 1
+FORMAT = 2
 PRUNE_DAYS = 30
 _CHUNK = 1 << 20
+#: etcd keys a template must not hold. Secrets and ServiceAccounts (tokens, and what
+#: kube-controller-manager would make); and kube-apiserver's extension-apiserver-authentication
+#: ConfigMap: it holds the client CA of the kube-apiserver that wrote it, and kube-apiserver *merges*
+#: the CAs it finds there with its own (pkg/controlplane/controller/clusterauthenticationtrust), so a
+#: run would keep trusting the template's CA. `scrub` deletes it; `leaks` lists what is left of these.
+FORBIDDEN_PREFIXES = ("/registry/secrets/", "/registry/serviceaccounts/")
+SCRUBBED_KEYS = ("/registry/configmaps/kube-system/extension-apiserver-authentication",)
 
 
 def enabled() -> bool:
@@ -143,7 +151,8 @@ def remove(k: str) -> None:
 
 
 def prune(keep: str, days: float = PRUNE_DAYS) -> list[str]:
-    """Remove templates not used for `days` days (and leftovers of interrupted stores older than a day)."""
+    """Remove templates not used for `days` days or of another FORMAT (and leftovers of interrupted stores
+    older than a day)."""
     base = root()
     now = time.time()
     removed = []
@@ -158,12 +167,44 @@ def prune(keep: str, days: float = PRUNE_DAYS) -> list[str]:
                 continue
             meta = d / "template.json"
             used = meta.stat().st_mtime if meta.exists() else d.stat().st_mtime
-        except OSError:
+            old_format = meta.exists() and json.loads(meta.read_text()).get("format") != FORMAT
+        except (OSError, ValueError):
             continue
-        if now - used > days * 86400:
+        if old_format or now - used > days * 86400:
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d.name)
     return removed
+
+
+# ---- what is in it ------------------------------------------------------------------------------------
+
+def _etcd_call(port: int, what: str, body: dict[str, Any]) -> dict[str, Any]:
+    import base64
+    import urllib.request
+
+    data = {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in body.items()}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v3/kv/{what}", data=json.dumps(data).encode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def keys(port: int) -> list[str]:
+    """Every key of the etcd listening on 127.0.0.1:`port` (its v3 JSON gateway)."""
+    import base64
+
+    out = _etcd_call(port, "range", {"key": b"\0", "range_end": b"\0", "keys_only": True})
+    return [base64.b64decode(kv["key"]).decode(errors="replace") for kv in out.get("kvs") or []]
+
+
+def scrub(port: int) -> None:
+    """Delete SCRUBBED_KEYS from the etcd on `port` (kube-apiserver stopped: it would write them again)."""
+    for k in SCRUBBED_KEYS:
+        _etcd_call(port, "deleterange", {"key": k.encode()})
+
+
+def leaks(all_keys: list[str]) -> list[str]:
+    """The keys among `all_keys` a template must not hold (FORBIDDEN_PREFIXES, SCRUBBED_KEYS)."""
+    return [k for k in all_keys if k.startswith(FORBIDDEN_PREFIXES) or k in SCRUBBED_KEYS]
 
 
 # ---- copying -------------------------------------------------------------------------------------------

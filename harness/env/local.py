@@ -509,8 +509,9 @@ class LocalEnvironment:
     def _make_etcd_template(self, k: str, crds: list[Path]) -> etcd_template.Template:
         """Make etcd template `k`: a fresh etcd and a kube-apiserver with a throwaway CA, keys and token
         (not this run's), Kueue's CRDs (Established) and its namespace installed, no kube-controller-manager
-        (so no ServiceAccount, no token Secret); checked to hold no Secret and no ServiceAccount; both
-        stopped cleanly, the data stored, the throwaway folder deleted."""
+        (so no ServiceAccount, no token Secret); kube-apiserver stopped cleanly, the ConfigMap naming the
+        throwaway CA deleted from etcd and every key checked (etcd_template.leaks: no Secret, no
+        ServiceAccount); etcd stopped, the data stored, the throwaway folder deleted."""
         t0 = time.monotonic()
         self.say(f"making the etcd template for these CRDs, kube-apiserver {versions.KUBERNETES_VERSION} and "
                  f"etcd {versions.ETCD_VERSION} (once, a few seconds): {etcd_template.root() / k}")
@@ -546,15 +547,15 @@ class LocalEnvironment:
             with client.ApiClient(cfg) as api:
                 specs = _create_crds(api, crds)
                 _wait_established(api, [c["name"] for c in specs])
-                core = client.CoreV1Api(api)
-                core.create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
-                leaked = [f"{kind} {o.metadata.namespace}/{o.metadata.name}" for kind, items in (
-                    ("Secret", core.list_secret_for_all_namespaces().items),
-                    ("ServiceAccount", core.list_service_account_for_all_namespaces().items)) for o in items]
-                if leaked:
-                    raise HarnessError(f"the etcd template would hold {', '.join(leaked)}; not stored")
+                client.CoreV1Api(api).create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
             # SIGTERM: kube-apiserver removes its own lease and endpoints, etcd closes its database.
             for name in reversed(names):
+                if name == names[0]:
+                    # kube-apiserver is gone: drop what names the throwaway CA, then check every key.
+                    etcd_template.scrub(etcd_port)
+                    leaked = etcd_template.leaks(etcd_template.keys(etcd_port))
+                    if leaked:
+                        raise HarnessError(f"the etcd template would hold {', '.join(leaked)}; not stored")
                 code = self.procs.stop(name, timeout=30)
                 if code not in (0, -15, None):
                     raise HarnessError(f"{name} exited with {code} while the etcd template was made; not stored "

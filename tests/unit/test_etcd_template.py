@@ -201,3 +201,22 @@ def test_apiserver_flags_take_the_pki_folder_and_extra_flags(tmp_path: Path, mon
     assert f"--service-cluster-ip-range={local.SERVICE_CIDR}" in argv
     monkeypatch.setattr(local, "APISERVER_EXTRA_FLAGS", ("--enable-priority-and-fairness=false",))
     assert local._apiserver_argv(Path("/bin/kas"), 1, 2, tmp_path, tmp_path)[-1] == "--enable-priority-and-fairness=false"
+
+
+def test_leaks_names_secrets_service_accounts_and_the_ca_configmap() -> None:
+    stored = ["/registry/namespaces/default", "/registry/configmaps/kube-system/kube-apiserver-legacy-service-account-token-tracking",
+              "/registry/apiextensions.k8s.io/customresourcedefinitions/workloads.kueue.x-k8s.io",
+              "/registry/clusterroles/admin", "/registry/priorityclasses/system-node-critical"]
+    assert et.leaks(stored) == []
+    bad = ["/registry/secrets/kueue-system/webhook", "/registry/serviceaccounts/default/default",
+           "/registry/configmaps/kube-system/extension-apiserver-authentication"]
+    assert et.leaks(stored + bad) == bad
+
+
+def test_prune_drops_templates_of_another_format(tmp_path: Path) -> None:
+    src = _fake_etcd_data(tmp_path / "src")
+    et.store("older", src, [], {}, 1.0)
+    meta = et.root() / "older" / "template.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "format": et.FORMAT - 1}))
+    et.store("current", src, [], {}, 1.0)
+    assert not (et.root() / "older").exists() and et.find("current") is not None
