@@ -785,3 +785,20 @@ def test_one_mistake_is_one_line(tmp_path: Path) -> None:
     """)
     _, msg = load_error(tmp_path, text)
     assert len(msg.splitlines()) == 1, msg
+
+
+def test_every_shipped_scenario_file_is_package_data() -> None:
+    """A non-editable install must carry each bug folder's bug.yaml and plans (pyproject package-data)."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    conf = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "cases*" in conf["packages"]["find"]["include"]
+    patterns = conf["package-data"]["cases"]
+    files = [p.relative_to(root / "cases").as_posix() for p in (root / "cases").rglob("*.yaml")]
+    assert files
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f"{f} would be missing from a wheel"
+    for d in [p for p in (root / "cases").iterdir() if p.is_dir() and not p.name.startswith("__")]:
+        assert (d / "__init__.py").is_file(), f"{d} is not a package: a wheel would leave it out"

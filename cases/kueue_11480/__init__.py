@@ -1,0 +1,1 @@
+"""kubernetes-sigs/kueue#11480: the late admission write (stuck preemption, quota oversubscription)."""
