@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.jsonl import JsonlTail
+
 PREEMPTION_WAITING = "Preemption already issued, waiting for observation"
 PREEMPTION_ONGOING = "Preemption ongoing"
 PREEMPTED = "Preempted"
@@ -51,40 +53,11 @@ def lines(path: Path) -> Iterator[dict[str, Any]]:
                     continue
 
 
-class Tail:
-    """Reads a growing Kueue log incrementally: `new_lines()` returns the JSON lines appended since the
-    last call (a partial last line waits for its newline). For live checks during a case. `from_end`:
-    start at the log's current end (a session's log holds earlier cases' lines, megabytes of them after a
-    stuck preemption); the first line read may then be the rest of a line, which is skipped."""
-
-    def __init__(self, path: Path, from_end: bool = False) -> None:
-        self.path = path
-        self.offset = 0
-        self._rest = b""
-        if from_end:
-            try:
-                self.offset = path.stat().st_size
-            except OSError:
-                self.offset = 0
+class Tail(JsonlTail):
+    """Kueue's log followed live (harness/jsonl.py); `new_lines()` is `read()`."""
 
     def new_lines(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        data = self._rest + data
-        complete, _, self._rest = data.rpartition(b"\n")
-        out = []
-        for raw in complete.split(b"\n"):
-            if raw.startswith(b"{"):
-                try:
-                    out.append(json.loads(raw))
-                except ValueError:
-                    continue
-        return out
+        return self.read()
 
 
 def _obj_key(v: Any) -> str | None:

@@ -22,17 +22,16 @@ CaseContext) and stops it — after any restart in progress finished — before 
 from __future__ import annotations
 
 import heapq
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from harness import actions
 from harness.actions import TICK_WORKLOAD as TICK_NAME  # the throwaway Workload a tick patches
+from harness.jsonl import JsonlTail
 #: Namespace of the tick Workload in a `kueue-harness up` session.
 SESSION_TICK_NAMESPACE = "kueue-harness-tick"
 #: Annotation the tick patches.
@@ -74,8 +73,7 @@ class Nemesis:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._workers: list[threading.Thread] = []
-        self._offset = 0
-        self._partial = b""
+        self._events: JsonlTail | None = None
         self._due: list[float] = []  # heap of epoch seconds
         self._tick_ready = False
         self._tick_namespace_created = False
@@ -112,8 +110,7 @@ class Nemesis:
     # ---- life cycle ------------------------------------------------------------------------------
     def start(self) -> "Nemesis":
         """Follow the proxy's events from now on (in a daemon thread). Returns self."""
-        f = Path(self.proxy.events_file)
-        self._offset = f.stat().st_size if f.exists() else 0
+        self._events = JsonlTail(self.proxy.events_file, from_end=True)
         self._thread = threading.Thread(target=self._run, name="kueue-harness-nemesis", daemon=True)
         self._thread.start()
         return self
@@ -176,22 +173,7 @@ class Nemesis:
 
     def _read(self) -> None:
         with self._lock:
-            try:
-                with open(self.proxy.events_file, "rb") as fh:
-                    fh.seek(self._offset)
-                    data = fh.read()
-            except OSError:
-                return
-            self._offset += len(data)
-            data = self._partial + data
-            lines = data.split(b"\n")
-            self._partial = lines.pop()
-            events = []
-            for line in lines:
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    continue
+            events = self._events.read() if self._events is not None else []
         for ev in events:
             self._on_event(ev)
 

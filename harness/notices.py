@@ -9,10 +9,11 @@ commands say it alike.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
+
+from harness.jsonl import JsonlTail
 
 
 def clock(ts: float) -> str:
@@ -44,32 +45,11 @@ def notice(ev: dict[str, Any]) -> str | None:
     return None
 
 
-class EventFollower:
-    """Reads the events appended to a proxy-events.jsonl since the last read (from its end when made, or
-    from `offset` bytes). A partial last line waits for its newline; lines that are not JSON are skipped."""
+class EventFollower(JsonlTail):
+    """The events appended to a proxy-events.jsonl since the last `read()` (harness/jsonl.py): from its
+    end when made, or from byte `offset`."""
 
     def __init__(self, path: str | Path, offset: int | None = None) -> None:
-        self.path = Path(path)
-        if offset is None:
-            offset = self.path.stat().st_size if self.path.exists() else 0
-        self.offset = offset
-        self._partial = b""
-
-    def read(self) -> list[dict[str, Any]]:
-        """The whole events appended since the last call ([] if none, or the file cannot be read)."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        lines = (self._partial + data).split(b"\n")
-        self._partial = lines.pop()
-        out = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
+        super().__init__(path, from_end=offset is None)
+        if offset is not None:
+            self.offset = offset
