@@ -16,7 +16,7 @@ from typing import Any, Callable
 from harness.env import kueue_build
 from harness.env.binaries import build_lock
 from harness.errors import HarnessError
-from harness.matrix import CASES_DIR, run_cases
+from harness.matrix import CASES_DIR, run_cases, run_folder
 
 
 @dataclass
@@ -131,9 +131,7 @@ def run_bisect(case: str, good: str, bad: str, out: Path, repo_arg: str | None =
 
 
 def cli(args) -> int:
-    if args.runs < 1:
-        raise HarnessError(f"--runs must be 1 or more, got {args.runs}")
-    out = Path(args.out or Path("artifacts") / f"bisect-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    out = run_folder(args, "bisect")
     r = run_bisect(args.case, args.good, args.bad, out, args.kueue_repo, args.runs)
     print(f"\n{'step':<5} {'commit':<12} {'describe':<28} {'verdicts':<24} {'mark':<5} {'build s':>8} {'run s':>6}")
     for i, s in enumerate(r["steps"], 1):

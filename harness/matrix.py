@@ -134,10 +134,16 @@ def run_matrix(builds: list[str], out: Path, repo: str | None = None, runs: int 
     return result
 
 
-def cli(args) -> int:
+def run_folder(args, kind: str) -> Path:
+    """The evidence folder of a `matrix`/`bisect` command (`--out`, else artifacts/<kind>-<time>), after
+    checking `--runs`. Raises HarnessError for --runs below 1."""
     if args.runs < 1:
         raise HarnessError(f"--runs must be 1 or more, got {args.runs}")
-    out = Path(args.out or Path("artifacts") / f"matrix-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    return Path(args.out or Path("artifacts") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+
+
+def cli(args) -> int:
+    out = run_folder(args, "matrix")
     for b in args.builds:
         parse_build(b, args.kueue_repo)  # every bad tag before the first long build
     result = run_matrix(args.builds, out, args.kueue_repo, args.runs, args.k)
