@@ -412,7 +412,10 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
             if done:
                 return done
             repo_git = _optional_repo(spec, progress)
-            sha = _tag_commit(repo_git, tag) if repo_git else None
+            try:  # the tag's commit, for the binary to report; a missing git only costs that
+                sha = _tag_commit(repo_git, tag) if repo_git else None
+            except HarnessError:
+                sha = None
             b = _from_module_proxy(tag, entry, sha, progress)
             if b is not None:
                 return b
