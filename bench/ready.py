@@ -13,6 +13,8 @@ start replaces it. Experiments (what they change is in this process only, nothin
 `--no-template` starts etcd empty and installs the CRDs (KUEUE_HARNESS_ETCD_TEMPLATE=0);
 `--full-readyz` waits for every kube-apiserver readiness check even from a template;
 `--apiserver-flag` adds a kube-apiserver flag (repeatable).
+`--ab VARIANT` compares a variant with the current start, runs alternating (A, B, A, B, ...: the load of
+a shared machine hits both alike), `--runs` pairs; variants: AB_VARIANTS.
 
 Writes bench/results/<date>-ready[-<tag>].json. Not a test: it prints figures. Every environment is stopped.
 """
@@ -60,7 +62,8 @@ FOCUS = {
 #: Components, spawn → ready (overlapping), and when each was ready (seconds from the start call).
 STEPS = ["etcd_template", "pki", "etcd", "kube_apiserver", "proxy", "kueue_manifests", "kueue",
          "kube_controller_manager"]
-READY_AT = ["etcd", "proxy", "kube_apiserver", "kueue_manifests", "kueue", "kube_controller_manager"]
+READY_AT = ["etcd", "proxy", "kube_apiserver_serving", "kube_apiserver", "kueue_manifests", "kueue",
+            "kube_apiserver_healthz", "kube_controller_manager"]
 _KLOG_TS = re.compile(r"^[IWE](\d{4}) (\d\d:\d\d:\d\d\.\d+)")
 
 
@@ -115,12 +118,89 @@ def one_start(version: str, artifacts: Path, with_proxy: bool, tag: str) -> dict
         "before_start_seconds": round(t_ready - t_call - st["ready_seconds"], 3),  # reap + ensure binaries
         "cluster_queue_active_seconds": round(t_active - t_ready, 3),
         "ready_to_cq_active_seconds": round(t_active - t_call, 3),  # everything, call → ClusterQueue Active
-        "steps": steps, "ready_at": {k: round(st[f"{k}_ready_at"], 3) for k in READY_AT if f"{k}_ready_at" in st},
+        "steps": steps, "ready_at": {k.removesuffix("_at").removesuffix("_ready"): round(v, 3)
+                                     for k, v in sorted(st.items(), key=lambda kv: kv[1]) if k.endswith("_at")},
         "etcd_template": template, "template_made_seconds": round(st["etcd_template_made_seconds"], 2)
         if "etcd_template_made_seconds" in st else None,
         "kube_apiserver_log": apiserver_boot(artifacts / "kube-apiserver.log"),
         "load_before": before, "load_after": load(),
     }
+
+
+#: `--ab` variants: what each changes in this process (harness.env.local settings, environment variables).
+AB_VARIANTS = {
+    "apf-off": {"flags": ("--enable-priority-and-fairness=false",)},
+    "groups-off": {"flags": ("--runtime-config=autoscaling/v1=false,autoscaling/v2=false,policy/v1=false,"
+                             "certificates.k8s.io/v1=false",)},
+    "watch-cache-off": {"flags": ("--watch-cache=false",)},
+    "endpoint-reconciler-none": {"flags": ("--endpoint-reconciler-type=none",)},
+    "proxy-after-serving": {"proxy_after_serving": True},
+    "etcd-default-election": {"etcd_flags": ("--heartbeat-interval=100", "--election-timeout=1000")},
+    "rbac": {"flags": ("--authorization-mode=RBAC", "--runtime-config=rbac.authorization.k8s.io/v1=true",
+                       "--anonymous-auth=true")},
+    "full-readyz": {"full_readyz": True},
+    "no-template": {"env": {"KUEUE_HARNESS_ETCD_TEMPLATE": "0"}},
+}
+
+
+def apply_variant(v: dict) -> dict:
+    """Apply `v` (AB_VARIANTS entry); returns what to restore."""
+    saved = {"flags": local.APISERVER_EXTRA_FLAGS, "proxy_after_serving": local.PROXY_AFTER_SERVING,
+             "etcd_flags": local.ETCD_EXTRA_FLAGS,
+             "readyz": local._TEMPLATE_READYZ_EXCLUDES, "env": {k: os.environ.get(k) for k in v.get("env", {})}}
+    local.APISERVER_EXTRA_FLAGS = tuple(local.APISERVER_EXTRA_FLAGS) + tuple(v.get("flags", ()))
+    local.ETCD_EXTRA_FLAGS = tuple(local.ETCD_EXTRA_FLAGS) + tuple(v.get("etcd_flags", ()))
+    local.PROXY_AFTER_SERVING = v.get("proxy_after_serving", local.PROXY_AFTER_SERVING)
+    if v.get("full_readyz"):
+        local._TEMPLATE_READYZ_EXCLUDES = ()
+    os.environ.update(v.get("env", {}))
+    return saved
+
+
+def restore(saved: dict) -> None:
+    local.APISERVER_EXTRA_FLAGS, local.PROXY_AFTER_SERVING = saved["flags"], saved["proxy_after_serving"]
+    local.ETCD_EXTRA_FLAGS = saved["etcd_flags"]
+    local._TEMPLATE_READYZ_EXCLUDES = saved["readyz"]
+    for k, val in saved["env"].items():
+        if val is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = val
+
+
+def ab(a, art: Path) -> int:
+    """`--ab`: A = the current start, B = the variant, alternating, `--runs` pairs; medians and paired differences."""
+    variant = AB_VARIANTS[a.ab]
+    one_start(a.kueue_version, art / "warm-up-A", not a.no_proxy, "warm-up")  # the templates, page cache
+    saved = apply_variant(variant)
+    try:
+        one_start(a.kueue_version, art / "warm-up-B", not a.no_proxy, "warm-up")
+    finally:
+        restore(saved)
+    runs: dict[str, list[dict]] = {"A": [], "B": []}
+    for i in range(a.runs):
+        for side in ("A", "B") if i % 2 == 0 else ("B", "A"):
+            saved = apply_variant(variant) if side == "B" else None
+            try:
+                r = one_start(a.kueue_version, art / f"{side}{i}", not a.no_proxy, f"{side}{i + 1}/{a.runs}")
+            finally:
+                if saved is not None:
+                    restore(saved)
+            runs[side].append(r)
+            print(f"{side} {i + 1}/{a.runs}: total {r['ready_to_cq_active_seconds']:.2f}s, ready {r['ready_seconds']:.2f}s "
+                  f"(load {r['load_before']['loadavg_1m']})", flush=True)
+    med = {side: {k: round(statistics.median(r[k] for r in rs), 3) for k in ("ready_seconds", "ready_to_cq_active_seconds")}
+           for side, rs in runs.items()}
+    diff = [b["ready_to_cq_active_seconds"] - a_["ready_to_cq_active_seconds"] for a_, b in zip(runs["A"], runs["B"])]
+    print(f"\nA (current) median: ready {med['A']['ready_seconds']:.2f}s, total {med['A']['ready_to_cq_active_seconds']:.2f}s")
+    print(f"B ({a.ab}) median: ready {med['B']['ready_seconds']:.2f}s, total {med['B']['ready_to_cq_active_seconds']:.2f}s")
+    print(f"B - A per pair, total: median {statistics.median(diff):+.2f}s (min {min(diff):+.2f}, max {max(diff):+.2f}); "
+          f"B faster in {sum(d < 0 for d in diff)}/{len(diff)} pairs")
+    write_result(f"ready-ab-{a.ab}" + (f"-{a.tag}" if a.tag else ""), {
+        "kueue_version": a.kueue_version, "variant": a.ab, "variant_settings": variant, "pairs": a.runs,
+        "medians": med, "b_minus_a_total_s": {"median": round(statistics.median(diff), 3), "all": [round(d, 3) for d in diff]},
+        "b_faster_pairs": sum(d < 0 for d in diff), "runs": runs, "artifacts": str(art)})
+    return 0
 
 
 def main() -> int:
@@ -134,10 +214,13 @@ def main() -> int:
                     help="experiment: wait for every kube-apiserver readiness check also from a template")
     ap.add_argument("--apiserver-flag", action="append", default=[], metavar="--FLAG=VALUE",
                     help="experiment: an extra kube-apiserver flag (repeatable)")
+    ap.add_argument("--ab", choices=sorted(AB_VARIANTS), help="compare a variant with the current start (alternating)")
     ap.add_argument("--tag", default="", help="suffix for the results file name (e.g. smoke)")
     a = ap.parse_args()
     if not 1 <= a.runs <= 20:
         ap.error("--runs must be 1..20")
+    if a.ab:
+        return ab(a, ROOT / "artifacts" / f"bench-ready-ab-{time.strftime('%Y%m%d-%H%M%S')}")
     if a.no_template:
         os.environ["KUEUE_HARNESS_ETCD_TEMPLATE"] = "0"
     if a.full_readyz:

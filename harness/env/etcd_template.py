@@ -12,7 +12,8 @@ Cache layout (root: $KUEUE_HARNESS_CACHE or ~/.cache/kueue-harness):
   etcd-templates/<key>/data           etcd's data directory (stored sparse: the WAL is 64 MB of zeros)
   etcd-templates/<key>/template.json  what the key was made of, the CRDs it holds, when it was made
 Key: sha256 over FORMAT, the CRD files' names and bytes (config/components/crd/bases of the Kueue build),
-kube-apiserver's and etcd's version and binary (path, size, mtime) and the service CIDR. Any change
+kube-apiserver's and etcd's version and binary (path, size, mtime) and the flags that shape what is
+stored (service CIDR, extra flags). Any change
 gives a new key, so a template is never reused across a change; unused ones are pruned after PRUNE_DAYS.
 
 `KUEUE_HARNESS_ETCD_TEMPLATE=0` turns templates off (every start installs the CRDs into a fresh etcd).
@@ -67,12 +68,13 @@ def _binary_identity(path: Path) -> str:
 
 
 def key(crds: list[Path], kube_apiserver: Path, etcd: Path, kubernetes_version: str, etcd_version: str,
-        service_cidr: str) -> str:
-    """The template key (24 hex digits) for these inputs; see the module doc."""
+        settings: str) -> str:
+    """The template key (24 hex digits) for these inputs; see the module doc. `settings`: the flags that
+    shape what kube-apiserver stores (its service CIDR, extra flags)."""
     h = hashlib.sha256(f"format {FORMAT}\n".encode())
     h.update(f"kube-apiserver {kubernetes_version} {_binary_identity(kube_apiserver)}\n".encode())
     h.update(f"etcd {etcd_version} {_binary_identity(etcd)}\n".encode())
-    h.update(f"service-cidr {service_cidr}\n".encode())
+    h.update(f"settings {settings}\n".encode())
     for f in crds:
         data = f.read_bytes()
         h.update(f"crd {f.name} {len(data)}\n".encode())

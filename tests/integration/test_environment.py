@@ -103,6 +103,32 @@ def test_keys_and_tokens_are_private(kueue_env):
             assert kueue_env.admin_token not in text and kueue_env.kueue_token not in text, f"token in {f}"
 
 
+def test_kube_apiserver_refuses_anonymous_requests(kueue_env):
+    """Authorization is AlwaysAllow (every identity is system:masters anyway), so only the run's tokens
+    may get in: a request without one is refused, even for discovery and health."""
+    for path in ("/api/v1/namespaces", "/readyz", "/apis"):
+        st, _, _ = _request(kueue_env.api_url, kueue_env.ca_file, "", "GET", path)
+        assert st == 401, f"anonymous GET {path} answered {st}"
+    st, _, _ = _request(kueue_env.api_url, kueue_env.ca_file, "nope", "GET", "/api/v1/namespaces")
+    assert st == 401
+
+
+def test_started_from_an_etcd_template_with_nothing_of_another_run(kueue_env):
+    """The environment's etcd is a copy of the etcd template: Kueue's CRDs were there before Kueue, and the
+    client-CA bundle, the service-account tokens and Secrets are this run's only."""
+    from kubernetes import client
+
+    if kueue_env.template is None:
+        pytest.skip("etcd templates are off (KUEUE_HARNESS_ETCD_TEMPLATE=0)")
+    core = client.CoreV1Api(kueue_env.api_client())
+    cm = core.read_namespaced_config_map("extension-apiserver-authentication", "kube-system")
+    assert cm.data["client-ca-file"].strip() == kueue_env.ca_file.read_text().strip()
+    assert core.list_secret_for_all_namespaces().items == []
+    names = {c["name"] for c in kueue_env.template.crds}
+    assert "workloads.kueue.x-k8s.io" in names and "clusterqueues.kueue.x-k8s.io" in names
+    assert not (kueue_env.template.data / "member" / "snap" / "db").samefile(kueue_env.state / "etcd-data" / "member" / "snap" / "db")
+
+
 def test_killed_run_leaves_no_process(tmp_path, kueue_version):
     """SIGKILL of a process that started an environment: its children die with it (PR_SET_PDEATHSIG),
     and a later start finds nothing left to reap."""

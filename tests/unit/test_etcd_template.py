@@ -30,7 +30,7 @@ def _inputs(tmp_path: Path) -> dict:
         (tmp_path / name).write_bytes(b"binary")
     return {"crds": et.crd_files(tmp_path / "kueue"), "kube_apiserver": tmp_path / "kube-apiserver",
             "etcd": tmp_path / "etcd", "kubernetes_version": "v1.35.4", "etcd_version": "v3.6.5",
-            "service_cidr": "10.0.0.0/24"}
+            "settings": "--service-cluster-ip-range=10.0.0.0/24"}
 
 
 def test_key_is_stable_and_changes_with_every_input(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_key_is_stable_and_changes_with_every_input(tmp_path: Path) -> None:
     assert [f.name for f in i["crds"]] == ["a.yaml", "b.yaml"]
     assert et.key(**{**i, "kubernetes_version": "v1.35.5"}) != k
     assert et.key(**{**i, "etcd_version": "v3.6.6"}) != k
-    assert et.key(**{**i, "service_cidr": "10.0.1.0/24"}) != k
+    assert et.key(**{**i, "settings": "--service-cluster-ip-range=10.0.1.0/24"}) != k
     i["crds"][0].write_text(i["crds"][0].read_text() + "# changed\n")  # another Kueue build's CRDs
     k2 = et.key(**i)
     assert k2 != k
@@ -199,8 +199,13 @@ def test_apiserver_flags_take_the_pki_folder_and_extra_flags(tmp_path: Path, mon
     assert argv[0] == "/bin/kas" and "--etcd-servers=http://127.0.0.1:2379" in argv and "--secure-port=6443" in argv
     assert f"--token-auth-file={tmp_path / 'tokens.csv'}" in argv
     assert f"--service-cluster-ip-range={local.SERVICE_CIDR}" in argv
-    monkeypatch.setattr(local, "APISERVER_EXTRA_FLAGS", ("--enable-priority-and-fairness=false",))
-    assert local._apiserver_argv(Path("/bin/kas"), 1, 2, tmp_path, tmp_path)[-1] == "--enable-priority-and-fairness=false"
+    monkeypatch.setattr(local, "APISERVER_EXTRA_FLAGS", ("--enable-priority-and-fairness=false", "--authorization-mode=AlwaysAllow"))
+    argv = local._apiserver_argv(Path("/bin/kas"), 1, 2, tmp_path, tmp_path)
+    assert argv[-2:] == ["--enable-priority-and-fairness=false", "--authorization-mode=AlwaysAllow"]
+    assert "--authorization-mode=RBAC" not in argv  # an extra flag replaces, not appends to, the same flag
+    monkeypatch.setattr(local, "ETCD_EXTRA_FLAGS", ("--election-timeout=1000",))
+    etcd = local._etcd_argv(Path("/bin/etcd"), tmp_path, 1, 2)
+    assert etcd[-1] == "--election-timeout=1000" and "--election-timeout=100" not in etcd
 
 
 def test_leaks_names_secrets_service_accounts_and_the_ca_configmap() -> None:
