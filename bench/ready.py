@@ -297,12 +297,20 @@ def profile_start(a, art: Path) -> dict:
         ("etcd template (key, lookup, copy)", ("_etcd_template", "copy_data")),
         ("process spawns", ("_spawn_",)),
         ("etcd wait", ("_wait_etcd", "_etcd_listening")),
-        ("proxy start", ("Proxy.start", "start (harness/proxy.py", "proxy.py")),
+        ("kube-apiserver: waiting until it serves TLS", ("_apiserver_answers",)),
         ("kube-apiserver /readyz wait", ("_wait_apiserver",)),
         ("CRDs served + webhooks install", ("_install_kueue_manifests",)),
+        ("waiting for the helper threads (the proxy's start; kube-apiserver /healthz, then kube-controller-manager's spawn)",
+         ("Future.result",)),
         ("Kueue /readyz + webhook wait", ("_start_kueue",)),
         ("kube-controller-manager wait", ("_wait_controller_manager",)),
         ("PKI (key generation)", ("_pki",)),
+    ], outermost=True)
+    # The helper threads (harness.env.local._in_helper): what they spent their time on.
+    helper_stacks = [(f, c) for f, c in stacks if any("_start_proxy" in x or "_when_healthy" in x for x in f)]
+    helpers = categorize(helper_stacks, [
+        ("proxy start (mitmdump up, control channel answers)", ("_start_proxy",)),
+        ("waiting for kube-apiserver /healthz, then spawning kube-controller-manager", ("_when_healthy",)),
     ], outermost=True)
     per_step, focus = {}, {}
     for fn in FOCUS:
@@ -311,12 +319,15 @@ def profile_start(a, art: Path) -> dict:
     print(f"\nprofiled start: ready {r['ready_seconds']:.2f}s; wall-clock share of the start (main thread):")
     for k, v in cats.items():
         print(f"  {v['share']:>6.1%}  {k}")
+    print("helper threads (samples at 100 Hz):")
+    for k, v in helpers.items():
+        print(f"  {v['samples']:>5d}  {k}")
     slow = max(((k, v) for k, v in per_step.items()), key=lambda kv: kv[1]["samples"])
     print_profile(f"inside the longest step ({slow[0]})", slow[1], n=8)
     for fn, cats_ in focus.items():
         if cats_:
             print(f"  {fn}: " + ", ".join(f"{k} {v['share']:.0%}" for k, v in cats_.items()))
-    return {"run": r, "raw": str(raw), "wall_clock_share": cats, "per_step": per_step, "focus": focus,
+    return {"run": r, "raw": str(raw), "wall_clock_share": cats, "helper_threads": helpers, "per_step": per_step, "focus": focus,
             "slowest_profiled": slow[0]}
 
 
