@@ -172,18 +172,52 @@ def small_job(name: str, ns: str) -> dict[str, Any]:
 
 
 # ---- 1. latency ----------------------------------------------------------------------------------
-def start_bare_mitmdump(env: LocalEnvironment) -> tuple[str, Path]:
-    """A second mitmdump in front of the same kube-apiserver with the harness's options but no addon
-    (no classification, rules, event log or flow file): the floor mitmproxy itself sets. Recorded in the
-    environment's process group, so env.stop() stops it. Returns (url, CA file)."""
+#: The whole "addon" of the bare mitmdump: watch answers stream (as the harness's addon makes them),
+#: without which mitmproxy buffers a watch until it ends and Kueue's informers see nothing.
+_STREAM_WATCHES = """from urllib.parse import parse_qs, urlsplit
+
+
+def responseheaders(flow):
+    if parse_qs(urlsplit(flow.request.path).query).get("watch", [""])[0] in ("1", "true"):
+        flow.response.stream = True
+"""
+
+
+#: `--bare-variant`: what the second mitmdump loads. "stream-only": only _STREAM_WATCHES (mitmproxy's floor);
+#: "addon-no-flowfile" / "addon": the harness's addon (proxy_addons/kueue_faults.py) without / with its
+#: flow file, to tell the addon's parts apart.
+BARE_VARIANTS = ("stream-only", "addon-no-flowfile", "addon")
+
+
+def start_bare_mitmdump(env: LocalEnvironment, variant: str = "stream-only") -> tuple[str, Path]:
+    """A second mitmdump in front of the same kube-apiserver with the harness's options but without the
+    addon (no classification, rules, event log or flow file; only watches streamed): the floor mitmproxy
+    itself sets; or with the addon as `variant` says (BARE_VARIANTS). Recorded in the environment's
+    process group, so env.stop() stops it. Returns (url, CA file)."""
     from harness.env.local import free_port
     from harness.proxy import _mitm_tool  # noqa: PLC2701 - the same binary the harness runs
 
     port = free_port()
     confdir = env.state / "mitmproxy-bare"
     confdir.mkdir(mode=0o700, exist_ok=True)
+    if variant == "stream-only":
+        script = confdir / "stream_watches.py"
+        script.write_text(_STREAM_WATCHES)
+        addon_args = ["-s", str(script)]
+    else:
+        import secrets as _secrets
+
+        from harness import pki
+        from harness.proxy import ADDON
+
+        token = confdir / "control.token"
+        pki.write_private(token, _secrets.token_urlsafe(24).encode())
+        addon_args = ["-s", str(ADDON), "--set", f"kh_control_port={free_port()}", "--set", f"kh_token_file={token}",
+                      "--set", f"kh_events={env.artifacts / 'bare-proxy-events.jsonl'}",
+                      "--set", f"kh_flows={env.artifacts / 'bare-flows.mitm' if variant == 'addon' else ''}"]
     env.procs.start("bare-mitmdump", [
         _mitm_tool("mitmdump"), "-q", "--mode", f"reverse:{env.api_url}@{port}", "--listen-host", "127.0.0.1",
+        *addon_args,
         "--set", f"confdir={confdir}", "--set", f"ssl_verify_upstream_trusted_ca={env.ca_file}",
         "--set", "connection_strategy=eager",
     ], env.artifacts / "bare-mitmdump.log")
@@ -449,9 +483,27 @@ def kueue_client_defaults(build: Any) -> dict[str, Any]:
             "source": where}
 
 
-def start_env(spec: Any, art: Path, with_proxy: bool, overrides: dict[str, Any] | None, tag: str) -> LocalEnvironment:
-    return LocalEnvironment.start(spec, artifacts=art / tag, say=quiet_say(f"[bench {tag}]"),
-                                  with_proxy=with_proxy, kueue_config_overrides=overrides)
+class _Front:
+    """What LocalEnvironment._start_kueue reads of a proxy: where Kueue connects, and the CA to trust."""
+
+    def __init__(self, url: str, ca_file: Path) -> None:
+        self.url, self.ca_file = url, ca_file
+
+
+def start_env(spec: Any, art: Path, mode: str, overrides: dict[str, Any] | None, tag: str,
+              bare_variant: str = "stream-only") -> LocalEnvironment:
+    """An environment with Kueue through the proxy ("proxy"), direct ("direct"), or through a mitmdump
+    without the addon ("bare": started direct, then Kueue restarted against the bare mitmdump)."""
+    env = LocalEnvironment.start(spec, artifacts=art / tag, say=quiet_say(f"[bench {tag}]"),
+                                 with_proxy=mode == "proxy", kueue_config_overrides=overrides)
+    if mode == "bare":
+        try:
+            env.proxy = _Front(*start_bare_mitmdump(env, bare_variant))
+            env.restart_kueue()
+        except BaseException:
+            env.stop()
+            raise
+    return env
 
 
 def proxy_profile(env: LocalEnvironment, cluster: o.Cluster, a, art: Path) -> dict[str, Any]:
@@ -508,6 +560,11 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--no-bare", action="store_true", help="skip the mitmdump-without-addon latency comparison")
+    ap.add_argument("--bare-throughput", action="store_true",
+                    help="also measure admission throughput with Kueue through a mitmdump without the addon")
+    ap.add_argument("--skip-latency", action="store_true", help="skip the latency and watch-lag measurements")
+    ap.add_argument("--bare-variant", choices=BARE_VARIANTS, default="stream-only",
+                    help="what the second mitmdump of --bare-throughput loads (default: only watch streaming)")
     ap.add_argument("--release-config", action="store_true",
                     help="run Kueue with the clientConnection and groupKindConcurrency of its release manifests")
     ap.add_argument("--tag", default="", help="suffix for the results file name (e.g. smoke)")
@@ -535,14 +592,17 @@ def main() -> int:
                            "kueue_client_defaults": defaults,
                            "kueue_config_overrides": overrides or "none (the build's own defaults, one worker per "
                            "controller)", "artifacts": str(art), "load_start": load()}
-    throughput: dict[str, list[dict[str, Any]]] = {"proxy": [], "direct": []}
-    modes = [] if a.skip_throughput else [m for _ in range(a.rounds) for m in ("proxy", "direct")]
-    first = True
+    kinds = ("proxy", "direct", "bare") if a.bare_throughput else ("proxy", "direct")
+    if a.bare_throughput:
+        res["bare_variant"] = a.bare_variant
+    throughput: dict[str, list[dict[str, Any]]] = {m: [] for m in kinds}
+    modes = [] if a.skip_throughput else [m for _ in range(a.rounds) for m in kinds]
+    first = not a.skip_latency
     # The proxy environment always comes first: latency and watch lag are measured in it.
     for i, mode in enumerate(modes or ["proxy"]):
         env = None
         try:
-            env = start_env(spec, art, mode == "proxy", overrides, f"{mode}{i}")
+            env = start_env(spec, art, mode, overrides, f"{mode}{i}", a.bare_variant)
             if "kueue_reported" not in res:
                 res["kueue_reported"] = dict(env.kueue_reported)
             cluster = o.Cluster(env.api_client())
@@ -570,7 +630,7 @@ def main() -> int:
                 r = admission_run(env, cluster, a.jobs, f"{mode}{i}", a.timeout)
                 r["env_ready_seconds"] = round(env.started["ready_seconds"], 2)
                 throughput[mode].append(r)
-                print(f"admission {mode:<6} round {i // 2 + 1}: {a.jobs} Jobs QuotaReserved in "
+                print(f"admission {mode:<6} round {i // len(kinds) + 1}: {a.jobs} Jobs QuotaReserved in "
                       f"{r['seconds_to_all_reserved']:.2f}s ({r['jobs_per_second']:.1f}/s; creates took "
                       f"{r['create_seconds']:.2f}s; job→QuotaReserved p50 {r['job_to_quota_reserved_s']['p50']:.2f}s) "
                       f"load {r['load_before']['loadavg_1m']}; CPU share of one core: "
@@ -586,9 +646,14 @@ def main() -> int:
                              "ratio_proxy_vs_direct": round(tp["proxy"] / tp["direct"], 3)}
         print(f"admission throughput: proxy {tp['proxy']:.1f} Jobs/s vs direct {tp['direct']:.1f} Jobs/s → "
               f"{tp['proxy'] / tp['direct']:.1%} of direct (target ≥ 90%)")
+        if "bare" in tp:
+            res["throughput"]["ratio_bare_mitmdump_vs_direct"] = round(tp["bare"] / tp["direct"], 3)
+            print(f"  through a mitmdump without the addon: {tp['bare']:.1f} Jobs/s → {tp['bare'] / tp['direct']:.1%} "
+                  f"of direct (mitmproxy's own floor); the addon keeps {tp['proxy'] / tp['bare']:.1%} of that")
     res["load_end"] = load()
     res["targets"] = {
-        "proxy_p50_added_ms_le_1": {m: res["latency"][m]["added_ms_p50"] <= 1.0 for m in ("GET", "PATCH")},
+        "proxy_p50_added_ms_le_1": {m: res["latency"][m]["added_ms_p50"] <= 1.0 for m in ("GET", "PATCH")}
+        if "latency" in res else None,
         "throughput_ratio_ge_0.9": res.get("throughput", {}).get("ratio_proxy_vs_direct", 0) >= 0.9 if modes else None,
     }
     default_build = spec.version == versions.DEFAULT_KUEUE_VERSION

@@ -70,6 +70,8 @@ class Record:
         if fs is None or flow.response is None:
             return
         write = fs.write
+        if write is None and not fs.records:
+            return  # nothing to log or to give an answer to: no JSON parse of the body
         rv = answer_rv(flow.response)
         if write is not None:
             self.state.log.write(

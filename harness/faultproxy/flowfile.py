@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from mitmproxy import ctx, http
+from mitmproxy.io import tnetstring
 
 from harness.faultproxy.state import ProxyState
 
@@ -50,9 +51,11 @@ class FlowFile:
         if self._writer is None:
             return
         try:
-            copy = self._redactor.flow(flow)
-            copy.metadata.update({"kh_flow": seq, "kh_label": label})
-            self._writer.add(copy)
+            # The redacted copy's state, made from one serialization of the flow (Redactor.flow_state):
+            # what FlowWriter.add would write for Redactor.flow's copy, at about half the CPU.
+            state = self._redactor.flow_state(flow)
+            state["metadata"].update({"kh_flow": seq, "kh_label": label})
+            tnetstring.dump(state, self._fh)
             self._fh.flush()
         except Exception as e:  # noqa: BLE001 - evidence only: never let saving break the traffic
             logging.getLogger(__name__).warning("kh_flows: could not save flow %s: %s", seq, e)

@@ -120,3 +120,65 @@ def test_run_secrets_reads_the_static_token_file_of_a_state_folder(tmp_path):
     (tmp_path / "tokens.csv").write_text(f'{"a" * 24},kueue-harness-admin,1,"system:masters"\n'
                                          f'{"k" * 24},kueue-manager,2,"system:masters"\n')
     assert {"a" * 24, "k" * 24} <= set(run_secrets(SimpleNamespace(state=tmp_path)))
+
+
+def _old_text(r: Redactor, s: str) -> str:
+    """Redactor.text before its substring pre-checks: every pattern always applied."""
+    import harness.redact as rd
+
+    if r._exact is not None:
+        s = r._exact.sub(MARK, s)
+    s = rd._PEM_PRIVATE.sub(lambda m: f"-----BEGIN {m.group(1)}PRIVATE KEY-----{MARK}-----END {m.group(1)}PRIVATE KEY-----", s)
+    s = rd._AUTH_HEADER.sub(lambda m: m.group(1) + MARK, s)
+    s = rd._BEARER.sub(lambda m: m.group(1) + m.group(2) + MARK, s)
+    s = rd._CRED_FIELD.sub(lambda m: m.group(1) + MARK, s)
+    return s
+
+
+def test_text_prechecks_change_nothing():
+    import random
+
+    r = Redactor([TOKEN])
+    pieces = ["Authorization: Bearer abcdefgh12345", "AUTHORIZATION:x", "bearer  0123456789", "BeArEr zzzzzzzzzz",
+              '"token": "abcdefghij"', "TOKEN=abcdefghijk", "client-key-data: QUJDREVGR0hJSks=", "passWord:hunter2hunter2",
+              "paſſword: hunter2hunter2", "\u212aey", "toKen:\u212a\u212a\u212a\u212a\u212a\u212a\u212a\u212a",
+              "access_token=abcdefghijkl", _key(), TOKEN, "plain text", '{"kind":"Workload"}', "\n", " ", "é", "ß"]
+    rnd = random.Random(7)
+    for _ in range(400):
+        s = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 6)))
+        assert r.text(s) == _old_text(r, s), s
+
+
+def _flows():
+    body = f'{{"metadata":{{"name":"w"}},"token":"{TOKEN}","note":"Bearer abcdefghijkl"}}'.encode()
+    f1 = tflow.tflow(req=tutils.treq(method=b"PATCH", path=b"/apis/x/workloads/w/status?access_token=" + TOKEN.encode(),
+                                     content=body), resp=tutils.tresp(content=body))
+    f1.request.headers["Authorization"] = f"Bearer {TOKEN}"
+    f1.request.headers["X-Note"] = "caf\u00e9 bearer abcdefghijkl"
+    f2 = tflow.tflow(req=tutils.treq(content=b'{"kind":"Workload","spec":{}}'), resp=tutils.tresp(content=b'{"kind":"Workload"}'))
+    f3 = tflow.tflow(req=tutils.treq(content=b""), resp=False, err=True)
+    f4 = tflow.tflow(resp=tutils.tresp())
+    f4.response.headers["content-encoding"] = "gzip"
+    f4.response.content = f'{{"token": "{TOKEN}"}}'.encode()
+    f5 = tflow.tflow(req=tutils.treq(content=_key().encode()), resp=tutils.tresp(content=b"ok"))
+    f5.request.headers["transfer-encoding"] = "chunked"
+    del f5.request.headers["content-length"]
+    return [f1, f2, f3, f4, f5]
+
+
+def test_flow_state_is_the_redacted_copys_state():
+    r = Redactor([TOKEN])
+    for f in _flows():
+        before = f.get_state()
+        got, want = r.flow_state(f), r.flow(f).get_state()
+        assert got.pop("id") != f.id and want.pop("id") != f.id
+        assert got == want
+        after = f.get_state()
+        assert after == before, "the live flow must not change"
+        assert TOKEN.encode() not in tnetstring_bytes(got)
+
+
+def tnetstring_bytes(state) -> bytes:
+    from mitmproxy.io import tnetstring
+
+    return tnetstring.dumps(state)
