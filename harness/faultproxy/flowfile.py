@@ -26,6 +26,7 @@ class FlowFile:
         self._fh = None
         self._writer = None
         self._redactor = None
+        self._pending: list[tuple[http.HTTPFlow, int | None, str | None]] = []
 
     def load(self, loader) -> None:
         loader.add_option("kh_flows", str, "", "A .mitm file the addon appends every completed flow to, "
@@ -65,7 +66,26 @@ class FlowFile:
         if fs is None:
             return
         if fs.write is not None or fs.records or (flow.response is not None and flow.response.status_code >= 400):
-            self.save(flow, fs.seq, fs.write.summary() if fs.write is not None else None)
+            self._after_answer(flow, fs.seq, fs.write.summary() if fs.write is not None else None)
+
+    def _after_answer(self, flow: http.HTTPFlow, seq: int | None, label: str | None) -> None:
+        """Save `flow` one event-loop turn later, once mitmproxy has sent the answer on (the save is about
+        half a millisecond that Kueue would otherwise wait for); at once when no loop runs (tests)."""
+        import asyncio
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.save(flow, seq, label)
+            return
+        self._pending.append((flow, seq, label))
+        if len(self._pending) == 1:
+            loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        pending, self._pending = self._pending, []
+        for flow, seq, label in pending:
+            self.save(flow, seq, label)
 
     def error(self, flow: http.HTTPFlow) -> None:
         fs = self.state.flow(flow.id)
@@ -73,7 +93,8 @@ class FlowFile:
         self.save(flow, fs.seq if fs else None, write.summary() if write is not None else None)
 
     def close(self) -> None:
-        """Close the file (nothing more is saved until `open`)."""
+        """Save what is pending, close the file (nothing more is saved until `open`)."""
+        self._drain()
         if self._fh:
             self._fh.close()
         self._fh = self._writer = None
