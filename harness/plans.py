@@ -35,7 +35,7 @@ def shipped_plans() -> dict[str, Path]:
 API_VERSION = "kueue-harness/v1"
 KIND = "FaultPlan"
 
-_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules"}
+_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules", "kueue"}
 _RULE_KEYS = rule_keys()  # the shared keys and every action's extra keys (harness/actions.py)
 _MATCH_KEYS = {f.name for f in dataclasses.fields(Match)}
 _RELEASE_KEYS = {f.name for f in dataclasses.fields(Release)}
@@ -64,6 +64,9 @@ class Plan:
     rules: tuple[Rule, ...]
     source: str
     lines: dict[str, int]
+    #: The plan's `kueue:` section (harness/kueue_config.py KueueConfig), or None: the Kueue configuration
+    #: the plan needs; a case that loads the plan gives it to Kueue first (docs/kueue-config.md).
+    kueue: Any = None
 
     def to_wire(self) -> dict[str, Any]:
         """The body of the proxy's `POST /plan`."""
@@ -351,11 +354,20 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         for ref in sorted(rule.refs() - known):
             problems.add(_trigger_naming(keys, ref) or rnode, f"rule {rule.id}: release trigger names unknown rule "
                                                               f"{ref!r}")
+    kueue = None
+    if "kueue" in top:
+        from harness import kueue_config
+
+        try:
+            kueue = kueue_config.parse(data.get("kueue"), "kueue")
+        except kueue_config.KueueConfigError as e:
+            for p in e.problems:
+                problems.add(top["kueue"][1], p)
     err = problems.error()
     if err is not None:
         raise err
     return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
-                tuple(rules), source, lines)
+                tuple(rules), source, lines, kueue)
 
 
 def load_plan(path: str | Path, namespace: str | None = None, near: Path | None = None) -> Plan:

@@ -141,6 +141,26 @@ def _bug(item: pytest.Item) -> "versions.KnownBug | None":
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         _bug(item)  # an unknown issue is a usage error now, not a KeyError mid-run
+        _declared_kueue_config(item)  # so is a bad @pytest.mark.kueue_config
+
+
+def _declared_kueue_config(item: pytest.Item):
+    """The case's `@pytest.mark.kueue_config(feature_gates={...}, fair_sharing=..., wait_for_pods_ready=...,
+    integrations=[...], overrides={...})` as a harness.kueue_config.KueueConfig (DEFAULT without the marker).
+    Raises pytest.UsageError naming every problem."""
+    from harness import kueue_config
+
+    m = item.get_closest_marker("kueue_config")
+    if m is None:
+        return kueue_config.DEFAULT
+    where = f"{item.nodeid}: @pytest.mark.kueue_config"
+    if m.args:
+        raise pytest.UsageError(f"{where}: takes keywords only (feature_gates=, fair_sharing=, wait_for_pods_ready=, "
+                                "integrations=, overrides=)")
+    try:
+        return kueue_config.parse(dict(m.kwargs), where)
+    except kueue_config.KueueConfigError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
 def _expect_on(item: pytest.Item, env: Any) -> None:
@@ -249,6 +269,10 @@ class CaseContext:
     selection: Selection = field(default_factory=lambda: Selection(selection_with_defaults({})))
     #: The folder of the case's test file (its plans/ and bug.yaml live there).
     case_folder: Path | None = None
+    #: The Kueue configuration the case declared (its kueue_config marker; harness/kueue_config.py).
+    kueue_declared: Any = None
+    #: The invariant monitor the plugin runs for checkers that read its facts (`needs_monitor`), or None.
+    _monitor: Any = None
     _log_lines: list[dict[str, Any]] = field(default_factory=list)
     _tail: Any = None
 
@@ -258,6 +282,20 @@ class CaseContext:
         self.record("kueue_restart", kill=kill, **fields)
         self.expected_kueue_restarts += 1
         self.env.restart_kueue(kill=kill)
+
+    def configure_kueue(self, cfg: Any, why: str = "plan") -> dict[str, Any]:
+        """Give Kueue the configuration `cfg` (a harness.kueue_config.KueueConfig) during the case, e.g. a
+        plan's `kueue:` section. A restart it needs is recorded as `kueue_configured` (restarted=true) and
+        counted as asked for (kueue_not_restarted_unasked). Returns env.configure_kueue()'s answer."""
+        if not hasattr(self.env, "configure_kueue"):
+            raise HarnessError(f"this target cannot change Kueue's configuration per case ({cfg.summary()}); "
+                               "use --target local")
+        res = self.env.configure_kueue(cfg)
+        self.record("kueue_configured", why=why, declared=cfg.to_json(), summary=cfg.summary(), **res,
+                    feature_gates=dict(getattr(self.env, "kueue_reported_gates", {}) or {}))
+        if res["restarted"]:
+            self.expected_kueue_restarts += 1
+        return res
 
     @property
     def proxy(self):
@@ -327,6 +365,11 @@ class CaseContext:
         from harness.plans import load_plan
 
         plan = load_plan(name, namespace=self.ns, near=self.case_folder)
+        if getattr(plan, "kueue", None) is not None and not plan.kueue.is_default:
+            # The plan's `kueue:` section over the case's own declaration (docs/kueue-config.md).
+            from harness import kueue_config
+
+            self.configure_kueue(plan.kueue.over(self.kueue_declared or kueue_config.DEFAULT), why=f"plan {plan.name}")
         handles = self.proxy.load_plan(plan)
         self.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
         return handles
@@ -346,8 +389,12 @@ class CaseContext:
     def monitor(self, cluster_queue_prefix: str):
         """The invariant monitor's watches for the case's ClusterQueues, recording into the history (use
         as a context manager)."""
+        from contextlib import nullcontext
+
         from harness.monitor import InvariantMonitor
 
+        if self._monitor is not None and cluster_queue_prefix.startswith(self._monitor.prefix):
+            return nullcontext(self._monitor)  # the plugin's own, already watching these ClusterQueues
         return InvariantMonitor(self.cluster.api, self.history.record, cluster_queue_prefix)
 
 
@@ -389,13 +436,23 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
                       selection=_selection(request.node), case_folder=Path(str(request.node.path)).parent)
     request.node._kh_case = ctx  # type: ignore[attr-defined]
     _expect_on(request.node, kueue_env)
+    _configure_kueue(request.node, kueue_env, ctx)
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
     ctx._tail = kueue_log.Tail(kueue_env.kueue_log, from_end=True)  # this case's lines only, read as they come
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns, kueue=ctx.kueue_state(),
                checkers=ctx.selection.checkers)
     if kueue_env.proxy is not None:
         kueue_env.proxy.begin_case()
+    if any(getattr(REGISTRY.get(n), "needs_monitor", False) for n in ctx.selection.checkers):
+        # Checkers that judge object lifecycle facts (deletions, evictions, spec.active, Pods) read the
+        # monitor's events: it runs for the whole case (harness/monitor.py, docs/history.md).
+        from harness.monitor import InvariantMonitor
+
+        ctx._monitor = InvariantMonitor(cluster.api, ctx.history.record, ctx.prefix, namespace=ctx.ns,
+                                        lifecycle=True).__enter__()
     yield ctx
+    if ctx._monitor is not None:
+        ctx._monitor.stop()
     proxy = kueue_env.proxy
     problems: list[str] = []
     if proxy is not None:
@@ -422,6 +479,25 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     if problems:
         # An error in teardown turns the case's verdict into "error", whatever the call phase said.
         raise HarnessError("; ".join(problems))
+
+
+def _configure_kueue(item: pytest.Item, env: Any, ctx: CaseContext) -> None:
+    """Before the case starts: give Kueue the configuration the case declares, or the harness's default back
+    after a case that declared one. Kueue restarts only when the Configuration differs from the running one;
+    that restart comes before `case_started` (whose Kueue start count it is already in), recorded as
+    `kueue_configured`. Raises HarnessError on a target that cannot do it, KueueConfigError for a bad gate."""
+    cfg = _declared_kueue_config(item)
+    ctx.kueue_declared = cfg
+    if not hasattr(env, "configure_kueue"):
+        if not cfg.is_default:
+            raise HarnessError(f"{item.nodeid} declares a Kueue configuration ({cfg.summary()}), which this target "
+                               "cannot give Kueue per case; use --target local")
+        return
+    res = env.configure_kueue(cfg)
+    ctx.record("kueue_configured", why="case", declared=cfg.to_json(), summary=cfg.summary(), **res,
+               feature_gates=dict(getattr(env, "kueue_reported_gates", {}) or {}))
+    item._kh_kueue_config = {"declared": cfg.to_json(), "restarted": res["restarted"],  # type: ignore[attr-defined]
+                             "restart_seconds": res["seconds"]}
 
 
 def _delete_case_objects(ctx: CaseContext) -> None:
@@ -462,6 +538,11 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
         rerun = None
     outcome = {**entry, "message": getattr(request.node, "_kh_message", ""), "target": target,
                "checkers": ctx.selection.checkers, "rerun": rerun}
+    if hasattr(env, "kueue_config_info"):
+        # What Kueue was given for this case: the declaration, the Configuration file, the gates it reported.
+        outcome["kueue_config"] = env.kueue_config_info()
+        entry["kueue_config"] = {**getattr(request.node, "_kh_kueue_config", {}),
+                                 "feature_gates": outcome["kueue_config"]["feature_gates_reported"]}
     if problems:
         outcome.update(verdict="error", detail="; ".join(problems))
     bug = _bug(request.node)

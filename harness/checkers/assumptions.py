@@ -142,7 +142,9 @@ class NoUnexplainedProxyFailure:
 @register
 class KueueNotRestartedUnasked:
     """Kueue ran throughout the case, restarted only as often as the case asked (its `kueue_restart`
-    events): the harness records Kueue's start count and liveness when the case starts and at its verdict."""
+    events, and `kueue_configured` ones with restarted=true after the case started: a Kueue configuration a
+    plan declared): the harness records Kueue's start count and liveness when the case starts and at its
+    verdict. A configuration change before `case_started` is already in the first start count."""
 
     name: ClassVar[str] = "kueue_not_restarted_unasked"
     kind: ClassVar[str] = "assumption"
@@ -154,6 +156,8 @@ class KueueNotRestartedUnasked:
             return [_ok(self.name, "Kueue's state not recorded", "The history has no Kueue start counts to compare.")]
         first, last = states[0]["kueue"], states[-1]["kueue"]
         asked = len(events(seen, "harness", "kueue_restart")) + len(events(seen, "nemesis", "kueue_restart"))
+        asked += len([e for e in events(seen, "harness", "kueue_configured")
+                      if e.get("restarted") and e["ts"] > states[0]["ts"]])
         if not last.get("alive", True):
             return [_void(self.name, "Kueue exited during the case", "Kueue was not running at the end of the case, "
                           "so its verdict means nothing (see the case's kueue.log).")]

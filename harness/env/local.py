@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import yaml
 
-from harness import kueue_log, pki, versions
+from harness import kueue_config as kconfig, kueue_log, pki, versions
 from harness.env import binaries, etcd_template
 from harness.env.runs import check_free_space, runs_root  # noqa: F401 - re-exported for callers
 from harness.errors import EnvironmentNotReady, HarnessError, PortInUse
@@ -296,6 +296,11 @@ class LocalEnvironment:
     started: dict[str, float] = field(default_factory=dict)
     #: Top-level keys merged over the generated Kueue Configuration (e.g. {"clientConnection": {"qps": 500}}).
     kueue_config_overrides: dict[str, Any] = field(default_factory=dict)
+    #: The declared configuration laid over the generated one (harness/kueue_config.py; DEFAULT: none):
+    #: what a case, a plan's `kueue:` or `up --kueue-config` asked for (configure_kueue()).
+    kueue_config: kconfig.KueueConfig = kconfig.DEFAULT
+    #: The feature gates Kueue reported in its last "Loaded feature gates" line (V(2), cmd/kueue/main.go:174).
+    kueue_reported_gates: dict[str, bool] = field(default_factory=dict)
     _api: Any = None
     #: {"gitVersion", "gitCommit", "buildDate"} from Kueue's own "Initializing" log line (what ran).
     kueue_reported: dict[str, str] = field(default_factory=dict)
@@ -321,6 +326,7 @@ class LocalEnvironment:
         cls, kueue_version: Any = versions.DEFAULT_KUEUE_VERSION, artifacts: Path | None = None,
         say: Say = _say, with_proxy: bool = True, proxy_port: int | None = None,
         control_port: int | None = None, kueue_config_overrides: dict[str, Any] | None = None,
+        kueue_config: "kconfig.KueueConfig | None" = None,
         ui: bool = False, intercept: str | None = None,
     ) -> "LocalEnvironment":
         """Build what is missing, start every component, and wait until Kueue's webhooks answer.
@@ -328,8 +334,10 @@ class LocalEnvironment:
         `kueue_version`: a tag ("v0.17.0") or a harness.env.kueue_build.KueueSpec (any tag, ref or source
         tree). Afterwards `kueue_version` is what the running binary reported in its "Initializing" log
         line (cmd/kueue/main.go), and `kueue_reported` holds its gitVersion and gitCommit.
+        `kueue_config`: a declared Kueue configuration (harness/kueue_config.py), its feature gates checked
+        against this build before anything starts.
         Raises UnservedVersion, BuildError, PortInUse, EnvironmentNotReady (with the log tail of the
-        component that failed). On failure everything started so far is stopped again.
+        component that failed), KueueConfigError. On failure everything started so far is stopped again.
         """
         reap_stale(runs_root(), say)
         for port, what in ((proxy_port, "proxy"), (control_port, "proxy control channel")):
@@ -354,7 +362,13 @@ class LocalEnvironment:
             ports=ports, admin_token=admin_token, ca_file=state / "ca.crt",
             admin_kubeconfig=state / "admin.kubeconfig", say=say,
             kueue_config_overrides=dict(kueue_config_overrides or {}),
+            kueue_config=kueue_config or kconfig.DEFAULT,
         )
+        try:
+            env.check_kueue_config(env.kueue_config)
+        except BaseException:
+            env.stop()
+            raise
         env.ui = (free_port(), intercept) if ui else None
         try:
             env._start_all(with_proxy)
@@ -731,15 +745,19 @@ class LocalEnvironment:
         from kubernetes import client
 
         adm = client.AdmissionregistrationV1Api(self.api_client())
+        from kubernetes.client.exceptions import ApiException
+
         path = self.bins.kueue_source / "config" / "components" / "webhook" / "manifests.yaml"
         ca_b64 = base64.b64encode(self.ca.cert_pem).decode()
+        # Kueue's own kinds and the enabled integrations (batch/job, plus what a declared configuration adds).
+        frameworks = list(self._kueue_config().get("integrations", {}).get("frameworks") or [])
         for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc:
                 continue
             kept = []
             for hook in doc.get("webhooks", []):
                 svc_path = hook["clientConfig"]["service"]["path"]
-                if not any(m in svc_path for m in _WEBHOOK_PATH_MARKERS):
+                if not kconfig.webhook_wanted(svc_path, frameworks):
                     continue
                 hook["clientConfig"] = {
                     "url": f"https://127.0.0.1:{self.ports['webhook']}{svc_path}", "caBundle": ca_b64,
@@ -747,13 +765,20 @@ class LocalEnvironment:
                 kept.append(hook)
             doc["webhooks"] = kept
             doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
-            if doc["kind"] == "MutatingWebhookConfiguration":
-                adm.create_mutating_webhook_configuration(doc)
-            else:
-                adm.create_validating_webhook_configuration(doc)
+            kind = "mutating" if doc["kind"] == "MutatingWebhookConfiguration" else "validating"
+            try:
+                getattr(adm, f"create_{kind}_webhook_configuration")(doc)
+            except ApiException as e:  # installed before: the integrations changed (configure_kueue)
+                if e.status != 409:
+                    raise
+                old = getattr(adm, f"read_{kind}_webhook_configuration")(doc["metadata"]["name"])
+                doc["metadata"]["resourceVersion"] = old.metadata.resource_version
+                getattr(adm, f"replace_{kind}_webhook_configuration")(doc["metadata"]["name"], doc)
 
     def _kueue_config(self) -> dict[str, Any]:
-        return {
+        """The Configuration Kueue is given: the harness's own (docs/kueue-notes.md §2), the overrides, then
+        the declared `kueue_config` (harness/kueue_config.py KueueConfig.apply)."""
+        return self.kueue_config.apply({
             "apiVersion": versions.kueue_profile(self.bins.kueue_build.base_tag).config_api,
             "kind": "Configuration",
             "namespace": KUEUE_NAMESPACE,
@@ -767,7 +792,7 @@ class LocalEnvironment:
             "integrations": {"frameworks": ["batch/job"]},
             "featureGates": {"VisibilityOnDemand": False},
             **self.kueue_config_overrides,
-        }
+        })
 
     def _start_kueue(self) -> None:
         s = self.state
@@ -803,6 +828,8 @@ class LocalEnvironment:
         for line in kueue_log.lines(self.kueue_log):
             if line.get("msg") == "Initializing" and "gitVersion" in line:
                 self.kueue_reported = {k: str(line.get(k, "")) for k in ("gitVersion", "gitCommit", "buildDate")}
+            elif line.get("msg") == "Loaded feature gates" and isinstance(line.get("featureGates"), dict):
+                self.kueue_reported_gates = dict(line["featureGates"])
         if self.kueue_reported.get("gitVersion"):
             self.kueue_version = self.kueue_reported["gitVersion"]
 
@@ -839,6 +866,67 @@ class LocalEnvironment:
             self.procs.stop("kueue")
         self._start_kueue()
         self.started["kueue_starts"] = self.kueue_starts() + 1
+
+    # ---- per-case Kueue configuration (harness/kueue_config.py, docs/kueue-config.md) --------------
+    def check_kueue_config(self, cfg: kconfig.KueueConfig) -> None:
+        """Refuse `cfg` before Kueue sees it: its feature gates must be in this build's
+        pkg/features/kube_features.go and not set against a locked default. Raises KueueConfigError. Without
+        a copy of that file at hand the gates are left to Kueue (which exits on an unknown one)."""
+        if not cfg.feature_gates:
+            return
+        found = kconfig.features_text(self.bins.kueue_build)
+        if found is None:
+            self.say(f"cannot check feature gates {', '.join(cfg.feature_gates)}: no copy of Kueue's "
+                     f"{kconfig.FEATURES_FILE} of this build is at hand; Kueue itself will refuse an unknown one")
+            return
+        kconfig.check_gates(cfg.feature_gates, kconfig.parse_gates(found[0]), self.kueue_version)
+
+    def configure_kueue(self, cfg: "kconfig.KueueConfig | None") -> dict[str, Any]:
+        """Give Kueue the configuration `cfg` declares (None: the harness's default). Kueue is restarted
+        only when the Configuration file this makes differs from the one the running Kueue was started with;
+        the webhooks follow the integrations. Returns {"restarted": bool, "seconds": restart seconds (0 when
+        not restarted)}. Raises KueueConfigError before touching Kueue for a bad gate; when Kueue does not
+        start with the new file, it is started again with the previous one and KueueConfigError says why."""
+        cfg = cfg or kconfig.DEFAULT
+        previous = self.kueue_config
+        written = self.state / "kueue-config.yaml"
+        running = yaml.safe_load(written.read_text()) if written.is_file() else None
+        self.kueue_config = cfg
+        wanted = self._kueue_config()
+        if running == wanted and self.kueue_alive():
+            return {"restarted": False, "seconds": 0.0}
+        try:
+            self.check_kueue_config(cfg)
+        except BaseException:
+            self.kueue_config = previous
+            raise
+        t = time.monotonic()
+        hooks = (running or {}).get("integrations") != wanted.get("integrations")
+        try:
+            if hooks:
+                self._install_webhooks()
+            self.restart_kueue()
+        except EnvironmentNotReady as e:
+            self.kueue_config = previous
+            if hooks:
+                self._install_webhooks()
+            self.restart_kueue()
+            raise kconfig.KueueConfigError(
+                f"Kueue did not start with {cfg.summary()}: {str(e).splitlines()[0]}\n(its log: {self.kueue_log}). "
+                "Kueue runs again with the previous configuration; fix the declaration") from None
+        self.started["kueue_config_changes"] = self.started.get("kueue_config_changes", 0) + 1
+        return {"restarted": True, "seconds": round(time.monotonic() - t, 3)}
+
+    def kueue_config_info(self) -> dict[str, Any]:
+        """For summary.json, bundle.json and report.md: what was declared, the Configuration file the running
+        Kueue was started with (no secrets: ports and paths), and the feature gates Kueue reported."""
+        written = self.state / "kueue-config.yaml"
+        try:
+            configuration = yaml.safe_load(written.read_text())
+        except OSError:
+            configuration = None
+        return {"declared": self.kueue_config.to_json(), "summary": self.kueue_config.summary(),
+                "configuration": configuration, "feature_gates_reported": dict(self.kueue_reported_gates)}
 
     # ---- stop ------------------------------------------------------------------------------------
     def stop(self) -> None:

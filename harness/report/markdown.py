@@ -71,6 +71,20 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _kueue_config_rows(kc: Mapping[str, Any]) -> list[list[str]]:
+    """The "Kueue configuration" row: what the case declared (harness/kueue_config.py) and the feature gates
+    Kueue reported in its "Loaded feature gates" line; the whole Configuration file is in bundle.json."""
+    if not kc:
+        return []
+    cell = str(kc.get("summary") or "the harness's default")
+    reported = _map(kc.get("feature_gates_reported"))
+    if reported:
+        on = sorted(k for k, v in reported.items() if v is True)
+        cell += f"<br>Kueue reported {len(reported)} gates, on: {', '.join(on) or 'none'}"
+    cell += "<br>(the Configuration file Kueue was given: bundle.json `kueue_config.configuration`)"
+    return [["Kueue configuration", cell]]
+
+
 def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
                   bound: float | None = None, notes: Sequence[str] = (),
                   recheck: bool = False, writes: Mapping[str, Mapping[str, Any]] | None = None,
@@ -127,6 +141,7 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         ["Kueue (as the binary reported)", kueue_cell],
         ["kube-apiserver", str(meta.get("kubernetes_version", "?"))],
         ["feature gates", gates_text],
+        *_kueue_config_rows(_map(meta.get("kueue_config"))),
         ["target", str(meta.get("target", "?"))],
         ["namespace", f"`{meta.get('namespace', names.ns)}`"],
         ["Workloads", "<br>".join(names.legend()) or "-"],

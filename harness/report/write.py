@@ -341,6 +341,8 @@ def write_case_bundle(ctx: Any, env: Any, outcome: Mapping[str, Any]) -> Path:
         "kubernetes_version": getattr(env, "kubernetes_version", None) or versions.KUBERNETES_VERSION,
         "target": outcome.get("target") or getattr(env, "target", None) or "local",
         "feature_gates": _feature_gates(env),
+        # The declared configuration, the Configuration file Kueue ran with, the gates it reported.
+        "kueue_config": outcome.get("kueue_config"),
         "namespace": ctx.ns,
         "prefix": ctx.prefix,
         "workloads": sorted(getattr(ctx, "workload_keys", ()) or ()),

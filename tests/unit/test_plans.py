@@ -127,7 +127,7 @@ def test_rule_that_is_not_a_mapping(tmp_path: Path) -> None:
          rulez: []   # <-
          rules:
            - id: a
-         """, ["plan: unknown key 'rulez'", "allowed: apiVersion, description, kind, name, rules"]),
+         """, ["plan: unknown key 'rulez'", "allowed: apiVersion, description, kind, kueue, name, rules"]),
         ("""
          rules:
            - id: a
