@@ -22,6 +22,11 @@ KUBERNETES_VERSION = "v1.35.4"
 KUBERNETES_STAGING_VERSION = "v0.35.4"
 #: go.etcd.io/etcd/server/v3, the version k8s.io/kubernetes v1.35.4 itself requires.
 ETCD_VERSION = "v3.6.5"
+#: sigs.k8s.io/kwok, the fake-node controller of the optional Pods part (harness/env/pods.py). The Go module
+#: proxy here serves v0.6.1, v0.7.0 and v0.8.0 (2026-11-30); v0.8.0 is the one whose Kubernetes libraries are
+#: nearest the pinned kube-apiserver: k8s.io/client-go v0.36.1 (v0.7.0: v0.33.0, v0.6.1: v0.30.4), within the
+#: one-minor client skew Kubernetes supports. Its go.mod says `go 1.26.0`.
+KWOK_VERSION = "v0.8.0"
 #: The Go toolchain the builds need (Kueue 0.17's go.mod says `go 1.25.0`).
 MIN_GO = (1, 25)
 

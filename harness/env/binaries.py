@@ -1,5 +1,6 @@
-"""Builds the real components (Kueue manager, kube-apiserver, kube-controller-manager, etcd) from their
-Go modules with the machine's Go, once per version, into a cache; honours per-binary overrides.
+"""Builds the real components (Kueue manager, kube-apiserver, kube-controller-manager, etcd; for Pods that
+run, kube-scheduler and kwok) from their Go modules with the machine's Go, once per version, into a cache;
+honours per-binary overrides.
 
 Cache layout (root: $KUEUE_HARNESS_CACHE or ~/.cache/kueue-harness):
   build/<name>-<version>/   our own small Go module (go.mod + tools.go) that requires the upstream module
@@ -53,7 +54,8 @@ def go_binary() -> str:
         raise HarnessError(
             f"Go is not on PATH: install Go >= {need} (the real components are built from their Go "
             "modules), or point KUEUE_HARNESS_KUEUE_BINARY, KUEUE_HARNESS_KUBE_APISERVER, "
-            "KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER and KUEUE_HARNESS_ETCD at binaries you have."
+            "KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER and KUEUE_HARNESS_ETCD at binaries you have (for Pods that run "
+            "also KUEUE_HARNESS_KUBE_SCHEDULER and KUEUE_HARNESS_KWOK)."
         )
     out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
     m = re.match(r"go(\d+)\.(\d+)", out)
@@ -143,6 +145,8 @@ def _kubernetes_target(cmd: str) -> GoTarget:
     )
     env = "KUEUE_HARNESS_" + cmd.upper().replace("-", "_")
     imports = ("k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager")
+    if cmd not in ("kube-apiserver", "kube-controller-manager"):
+        imports = (f"k8s.io/kubernetes/cmd/{cmd}",)  # (the first two keep their tools.go as it always was)
     return GoTarget(cmd, kv, go_mod, imports, f"k8s.io/kubernetes/cmd/{cmd}", None, ldflags, env)
 
 
@@ -166,6 +170,18 @@ def _etcd_target() -> GoTarget:
         f"require go.etcd.io/etcd/server/v3 {ev}\n"
     )
     return GoTarget("etcd", ev, go_mod, (), None, _ETCD_MAIN, "", "KUEUE_HARNESS_ETCD")
+
+
+def _kwok_target() -> GoTarget:
+    """kwok's controller binary (sigs.k8s.io/kwok/cmd/kwok, not kwokctl) at versions.KWOK_VERSION, from the
+    Go module proxy. Its version string is a constant of the module (pkg/consts.Version): no -X flags."""
+    kv = versions.KWOK_VERSION
+    go_mod = (
+        "module kueueharness.local/build/kwok\n\ngo 1.26.0\n\n"
+        f"require sigs.k8s.io/kwok {kv}\n"
+    )
+    return GoTarget("kwok", kv, go_mod, ("sigs.k8s.io/kwok/cmd/kwok",), "sigs.k8s.io/kwok/cmd/kwok", None, "",
+                    "KUEUE_HARNESS_KWOK")
 
 
 @contextmanager
@@ -405,6 +421,19 @@ def kubectl_if_buildable(progress: Progress = _default_progress) -> Path | None:
 def kube_controller_manager(progress: Progress = _default_progress) -> Path:
     """kube-controller-manager: $KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER or built."""
     return build(_kubernetes_target("kube-controller-manager"), progress)
+
+
+def kube_scheduler(progress: Progress = _default_progress) -> Path:
+    """kube-scheduler of the pinned Kubernetes version (for Pods that run: harness/env/pods.py):
+    $KUEUE_HARNESS_KUBE_SCHEDULER or built like kube-apiserver (the Go build cache of kube-apiserver's build
+    makes it mostly incremental). Raises BuildError, HarnessError (no Go) as build() does."""
+    return build(_kubernetes_target("kube-scheduler"), progress)
+
+
+def kwok(progress: Progress = _default_progress) -> Path:
+    """kwok (sigs.k8s.io/kwok/cmd/kwok) at versions.KWOK_VERSION: $KUEUE_HARNESS_KWOK or built from the Go
+    module proxy. Raises BuildError, HarnessError (no Go) as build() does."""
+    return build(_kwok_target(), progress)
 
 
 def etcd(progress: Progress = _default_progress) -> Path:

@@ -22,6 +22,8 @@ OVERRIDE_VARS = (
     "KUEUE_HARNESS_KUBE_APISERVER",
     "KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER",
     "KUEUE_HARNESS_ETCD",
+    "KUEUE_HARNESS_KUBE_SCHEDULER",
+    "KUEUE_HARNESS_KWOK",
 )
 
 
@@ -59,7 +61,7 @@ def _fake_go(tmp_path: Path, goversion: str) -> Path:
 # --- target generation ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cmd", ["kube-apiserver", "kube-controller-manager"])
+@pytest.mark.parametrize("cmd", ["kube-apiserver", "kube-controller-manager", "kube-scheduler"])
 def test_kubernetes_target_replaces_every_staging_module(cmd: str) -> None:
     t = binaries._kubernetes_target(cmd)
     kv, sv = versions.KUBERNETES_VERSION, versions.KUBERNETES_STAGING_VERSION
@@ -85,7 +87,7 @@ def test_staging_list_has_core_modules_and_no_duplicates() -> None:
         assert m in staging
 
 
-@pytest.mark.parametrize("cmd", ["kube-apiserver", "kube-controller-manager"])
+@pytest.mark.parametrize("cmd", ["kube-apiserver", "kube-controller-manager", "kube-scheduler"])
 def test_kubernetes_target_ldflags_and_package(cmd: str) -> None:
     t = binaries._kubernetes_target(cmd)
     kv = versions.KUBERNETES_VERSION
@@ -106,6 +108,8 @@ def test_kubernetes_target_ldflags_and_package(cmd: str) -> None:
         (lambda: binaries._kubernetes_target("kube-apiserver"), "KUEUE_HARNESS_KUBE_APISERVER"),
         (lambda: binaries._kubernetes_target("kube-controller-manager"), "KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER"),
         (lambda: binaries._etcd_target(), "KUEUE_HARNESS_ETCD"),
+        (lambda: binaries._kubernetes_target("kube-scheduler"), "KUEUE_HARNESS_KUBE_SCHEDULER"),
+        (lambda: binaries._kwok_target(), "KUEUE_HARNESS_KWOK"),
     ],
 )
 def test_override_env_names(target, env: str) -> None:
@@ -120,6 +124,33 @@ def test_kueue_target(version: str) -> None:
     assert f"-X 'sigs.k8s.io/kueue/pkg/version.GitVersion={version}'" in t.ldflags
     assert t.main_pkg == "sigs.k8s.io/kueue/cmd/kueue"
     assert t.main_pkg in t.imports
+
+
+def test_kube_scheduler_shares_kube_apiservers_module_but_imports_only_itself() -> None:
+    # The same go.mod (so the same module graph and Go build cache entries as kube-apiserver's build), while
+    # kube-apiserver's and kube-controller-manager's tools.go stay as they were (their cached builds match).
+    sched, api = binaries._kubernetes_target("kube-scheduler"), binaries._kubernetes_target("kube-apiserver")
+    assert sched.go_mod == api.go_mod and sched.ldflags == api.ldflags
+    assert sched.imports == ("k8s.io/kubernetes/cmd/kube-scheduler",)
+    assert api.imports == ("k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager")
+
+
+def test_kwok_target() -> None:
+    t = binaries._kwok_target()
+    assert t.name == "kwok" and t.version == versions.KWOK_VERSION
+    assert re.search(rf"^require sigs\.k8s\.io/kwok {re.escape(versions.KWOK_VERSION)}$", t.go_mod, re.M)
+    assert "\ngo 1.26.0\n" in t.go_mod  # kwok v0.8.0's own go.mod says go 1.26.0
+    assert t.main_pkg == "sigs.k8s.io/kwok/cmd/kwok" and t.main_pkg in t.imports  # the controller, not kwokctl
+    assert t.ldflags == ""
+
+
+def test_pod_binaries_cached_are_reused_without_go(isolated: Path) -> None:
+    for target, fn in ((binaries._kubernetes_target("kube-scheduler"), binaries.kube_scheduler),
+                       (binaries._kwok_target(), binaries.kwok)):
+        b = isolated / "bin" / f"{target.name}-{target.version}"
+        b.parent.mkdir(parents=True, exist_ok=True)
+        _script(b, "exit 0")
+        assert fn() == b
 
 
 def test_etcd_target() -> None:
@@ -213,7 +244,8 @@ def test_go_binary_missing_mentions_every_override() -> None:
         assert var in msg
     # ... and those are exactly the variables the targets honour.
     targets = [binaries._kueue_target("v0.17.0"), binaries._kubernetes_target("kube-apiserver"),
-               binaries._kubernetes_target("kube-controller-manager"), binaries._etcd_target()]
+               binaries._kubernetes_target("kube-controller-manager"), binaries._etcd_target(),
+               binaries._kubernetes_target("kube-scheduler"), binaries._kwok_target()]
     assert {t.override_env for t in targets} == set(OVERRIDE_VARS)
 
 
