@@ -100,6 +100,8 @@ class KueueWrite:
     `strict`: the body carries metadata.resourceVersion (optimistic concurrency); loose otherwise.
     `conditions`: condition type -> (status, reason) as sent in the body.
     `admission_cluster_queue`: status.admission.clusterQueue when the body sets it.
+    `suspend`: for a write to a Job (not a subresource), spec.suspend as the body sets it (Kueue's job
+    reconciler suspends and unsuspends Jobs with a merge patch of it); None when the body does not set it.
     """
 
     kind: str
@@ -114,6 +116,7 @@ class KueueWrite:
     resource_version: str | None
     conditions: dict[str, tuple[str, str]] = field(default_factory=dict)
     admission_cluster_queue: str | None = None
+    suspend: bool | None = None
 
     def summary(self) -> str:
         """"admission ns/name (kueue-admission, loose)" — a label for logs and diagrams."""
@@ -207,6 +210,11 @@ def classify_request(
         write = classify_workload_status(status, bool(rv))
         conds = {t: (str(c.get("status")), str(c.get("reason", ""))) for t, c in _conditions(status).items()}
         cq = (status.get("admission") or {}).get("clusterQueue")
+    suspend = None
+    if ref.group == "batch" and ref.resource == "jobs" and ref.subresource is None:
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and isinstance(spec.get("suspend"), bool):
+            suspend = spec["suspend"]
     return KueueWrite(
         kind=kind,
         namespace=ref.namespace,
@@ -220,6 +228,7 @@ def classify_request(
         resource_version=rv,
         conditions=conds,
         admission_cluster_queue=cq,
+        suspend=suspend,
     )
 
 

@@ -28,8 +28,9 @@ from harness.names import Names
 from harness.waiting import WaitTimeout, wait_for
 from harness.objects import Cluster
 
-#: Process faults of plans and watch-delay ticks around every case body (harness/nemesis.py).
-pytest_plugins = ("harness.nemesis",)
+#: Process faults of plans and watch-delay ticks around every case body (harness/nemesis.py); `--plan` and
+#: explore's perturbed runs (harness/explore/plugin.py).
+pytest_plugins = ("harness.nemesis", "harness.explore.plugin")
 
 
 class InvariantViolation(AssertionError):
@@ -269,6 +270,11 @@ class CaseContext:
     selection: Selection = field(default_factory=lambda: Selection(selection_with_defaults({})))
     #: The folder of the case's test file (its plans/ and bug.yaml live there).
     case_folder: Path | None = None
+    #: Set for a perturbed run (`--plan`, explore: harness/explore/plugin.py): how the case's step waits
+    #: wait (harness/scenarios.py wait_workload), as step_wait(read, pred, timeout, what) -> object.
+    step_wait: Any = None
+    #: The composed verdict (harness/checkers/base.Verdict) once the case was judged.
+    judged: Any = None
     #: The Kueue configuration the case declared (its kueue_config marker; harness/kueue_config.py).
     kueue_declared: Any = None
     #: The invariant monitor the plugin runs for checkers that read its facts (`needs_monitor`), or None.
@@ -598,6 +604,7 @@ def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = 
     history = ctx.snapshot()
     objs = ctx.objects(managed_fields=True)  # the checkers ignore managedFields; the bundle keeps them
     v = compose(sel, history, objs, ctx.names(history))
+    ctx.judged = v
     invariants = [n for n in sel.checkers if REGISTRY[n].kind == "invariant"]
     # What the checkers saw, per source: Kueue's log and the proxy's events reach the harness a little late,
     # so the offline re-check judges exactly these events (harness/checkers/base.py within_case).

@@ -66,6 +66,10 @@ def wait_workload(case, wl: dict[str, Any], pred: Callable[[dict[str, Any]], boo
                   what: str) -> dict[str, Any]:
     """Wait until `pred(workload)` holds (direct reads); returns the Workload."""
     name = wl["metadata"]["name"]
+    if getattr(case, "step_wait", None) is not None:
+        # A perturbed run (harness/explore/plugin.py): the step paces the case and never fails it; it also
+        # ends while the plan holds a request (Kueue acted; the plan delays the effect).
+        return case.step_wait(lambda: workload(case, wl), pred, timeout, f"Workload {case.ns}/{name}: {what}")
     return wait_for(lambda: (lambda w: w if pred(w) else None)(workload(case, wl)), timeout=timeout,
                     what=f"Workload {case.ns}/{name}: {what}",
                     describe=lambda: o.conditions_summary(workload(case, wl)))

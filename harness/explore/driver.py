@@ -1,0 +1,574 @@
+"""`kueue-harness explore`: the search loop around real runs, its summary table, and `explore merge`.
+
+1. **Reference**: each control case runs once under the observe-only plan; its trace (trace.py) is the
+   generator's input (saved as reference/<case>.json; `--reference DIR` reuses one, so shards on several
+   machines start from the same list).
+2. **Search**: candidates (generate.py) wait in one priority queue; batches of `--batch` runs go to one
+   pytest process each (one environment per batch; `--explore-runs`, harness/explore/plugin.py). After
+   each batch a run is *discarded* (the forced ordering did not happen: an assumption failed), *passed*,
+   or a *violation* (an invariant failed). A passed run that reached a state no earlier run reached is
+   extended (generate.py). A no-op run (the observe-only plan) goes into every `--noop-every` runs: any
+   violation it shows is a false positive of the oracles.
+3. **Minimise** each distinct violation (checker + subject, e.g. `liveness:job2`) when first found
+   (minimize.py, `--min-runs` runs per plan), and save it as findings/<key>.yaml with the replay
+   commands and an evidence bundle of a reproducing run.
+4. **Output**: explore.json (everything), summary.md (the table), a progress line per run.
+
+Budget: `--minutes` of wall time and `--max-runs` perturbations; the search stops at either, or when the
+queue is empty. `--shard I/N` keeps every N-th root (generate.shard); extensions stay in their shard.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.errors import HarnessError
+from harness.explore import generate
+from harness.explore.minimize import minimize
+from harness.explore.model import Candidate, Plan, move_from_dict, move_to_dict, plan_document
+from harness.explore import PROGRESS_FILE, RESULT_FILE
+from harness.explore.trace import Trace
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+CASES_DIR = ROOT / "cases"
+#: Seconds a batch may take per run before its pytest process is stopped (a run takes 3-20 s).
+BATCH_SECONDS_PER_RUN = 90.0
+
+
+# ---- cases ---------------------------------------------------------------------------------------
+
+def resolve_case(text: str, cases_dir: Path = CASES_DIR) -> str:
+    """A node id ("cases/kueue_11480/test_stuck_preemption.py::test_stuck_preemption_control") for a node id
+    or a bare case name. Raises HarnessError naming the control cases when there is no such case."""
+    if "::" in text:
+        path = Path(text.split("::")[0])
+        if not (path if path.is_absolute() else ROOT / path).is_file():
+            raise HarnessError(f"{text}: no such file {path}")
+        return text
+    found = []
+    for f in sorted(cases_dir.rglob("test_*.py")):
+        if re.search(rf"^def {re.escape(text)}\(", f.read_text(), re.M):
+            found.append(f"{f.relative_to(ROOT)}::{text}")
+    if len(found) != 1:
+        controls = sorted({m for f in cases_dir.rglob("test_*.py")
+                           for m in re.findall(r"^def (test_\w+_control)\(", f.read_text(), re.M)})
+        what = "no case" if not found else f"{len(found)} cases"
+        raise HarnessError(f"{what} named {text!r} under {cases_dir}; give a node id (file::name) or one of the "
+                           f"control cases: {', '.join(controls)}")
+    return found[0]
+
+
+def case_slug(nodeid: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", nodeid.split("::")[-1].lower()).strip("-")
+
+
+def violation_keys(findings: list[dict[str, Any]]) -> list[str]:
+    """"checker:subject" for each violated invariant finding: "liveness:job2", "quota:cq" (the subject is
+    the first name of the finding's summary, after "transient:" and "ClusterQueue")."""
+    out = []
+    for f in findings:
+        if f.get("result") != "violated" or f.get("assumption"):
+            continue
+        words = re.sub(r"^(transient:\s*)?((ClusterQueue|cohort|Workload)\s+)?", "", str(f.get("summary", ""))).split()
+        subject = words[0].rstrip(":,") if words else "?"
+        out.append(f"{f.get('check')}:{subject}")
+    return sorted(set(out))
+
+
+def outcome(result: dict[str, Any] | None) -> tuple[str, str]:
+    """("violation" | "discarded" | "passed" | "error", reason) of a run's explore.json (None: no result)."""
+    if result is None:
+        return "error", "no result (the run did not reach its end: see the batch's pytest.log)"
+    if result.get("verdict") == "reproduced":
+        return "violation", ", ".join(violation_keys(result.get("findings") or []))
+    if result.get("verdict") == "passed":
+        return "passed", ""
+    failed = [f for f in result.get("findings") or [] if f.get("assumption") and f.get("result") in ("violated", "inconclusive")]
+    if failed:
+        return "discarded", "; ".join(f"{f['check']}: {f.get('evidence') or f.get('summary')}" for f in failed)[:300]
+    return "error", str(result.get("reason") or "")[:300]
+
+
+# ---- the search state ----------------------------------------------------------------------------
+
+@dataclass
+class RunRecord:
+    id: str
+    case: str
+    words: str
+    moves: list[dict[str, Any]]
+    family: str
+    depth: int
+    parent: str | None
+    outcome: str = ""
+    reason: str = ""
+    keys: list[str] = field(default_factory=list)
+    novelty: int = 0
+    seconds: float = 0.0
+    at_minutes: float = 0.0
+    index: int = 0
+    #: "reference" | "noop" | "perturbation" | "minimize"
+    role: str = "perturbation"
+    plan: str = ""
+    evidence: str = ""
+    bundle: str = ""
+
+
+class Explorer:
+    """One exploration (module docstring). `cases`: node ids; `spec`: the Kueue build (KueueSpec); `out`:
+    its folder; `say`: where progress lines go."""
+
+    def __init__(self, cases: list[str], spec: Any, out: Path, *, minutes: float = 30.0, max_runs: int = 400,
+                 batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 3,
+                 noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
+                 stop_after: int | None = None, say: Callable[[str], None] = print) -> None:
+        self.cases, self.spec, self.out, self.say = cases, spec, out, say
+        self.budget, self.max_runs, self.batch = minutes * 60.0, max_runs, max(1, batch)
+        self.shard, self.max_depth, self.min_runs, self.noop_every = shard, max_depth, max(1, min_runs), max(1, noop_every)
+        self.reference_dir, self.minimize_budget, self.stop_after = reference, minimize_minutes * 60.0, stop_after
+        self.t0 = time.monotonic()
+        self.queue: list[tuple[int, int, int, Candidate]] = []
+        self.seq = 0
+        self.seen_plans: set = set()
+        self.coverage: set = set()
+        self.runs: list[RunRecord] = []
+        self.cands: dict[str, Candidate] = {}
+        self.findings: dict[str, dict[str, Any]] = {}
+        self.batches = 0
+        self.tried = 0
+        self.since_noop = 0
+        self.noops = 0
+        self.kueue_version = ""
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def minutes(self) -> float:
+        return (time.monotonic() - self.t0) / 60.0
+
+    def left(self) -> float:
+        return self.budget - (time.monotonic() - self.t0)
+
+    def push(self, c: Candidate, place: str = "root") -> None:
+        """Queue `c`: a "root" at its stage; a "front" extension before the remaining roots of its stage; a
+        "rest" extension after them (before the next stage's roots). FIFO within each."""
+        self.seq += 1
+        c.seq = self.seq
+        key = {"root": (c.stage, 1), "front": (c.stage, 0), "rest": (c.stage + 1, 0)}[place]
+        heapq.heappush(self.queue, (*key, self.seq, c))
+
+    def counts(self) -> dict[str, int]:
+        real = [r for r in self.runs if r.role == "perturbation"]
+        noop = [r for r in self.runs if r.role == "noop"]
+        return {"tried": len(real), "discarded": sum(r.outcome == "discarded" for r in real),
+                "errors": sum(r.outcome == "error" for r in real), "passed": sum(r.outcome == "passed" for r in real),
+                "violations": sum(r.outcome == "violation" for r in real), "distinct": len(self.findings),
+                "noop_runs": len(noop), "false_positives": sum(r.outcome == "violation" for r in noop),
+                "noop_discarded": sum(r.outcome in ("discarded", "error") for r in noop)}
+
+    # ---- running a batch ------------------------------------------------------------------------
+    def run_batch(self, items: list[tuple[str, Candidate | None, str]]) -> dict[str, dict[str, Any] | None]:
+        """Run `items` ((run id, candidate or None for the observe-only plan, case)) in one pytest process;
+        returns {run id: explore.json or None}. Prints a progress line per finished run."""
+        self.batches += 1
+        bdir = self.out / "batches" / f"b{self.batches:04d}"
+        bdir.mkdir(parents=True, exist_ok=True)
+        runs = []
+        for rid, cand, case in items:
+            moves = cand.moves if cand is not None else ()
+            pfile = self.out / "plans" / f"{rid}.yaml"
+            pfile.parent.mkdir(parents=True, exist_ok=True)
+            pfile.write_text(plan_document(moves, f"explore-{rid}", header=f"kueue-harness explore run {rid} on {case}"))
+            runs.append({"id": rid, "case": case, "plan": str(pfile),
+                         "words": cand.words() if cand is not None else "no fault (observe only)"})
+        (bdir / "runs.json").write_text(json.dumps({"runs": runs}, indent=1))
+        targets = sorted({r["case"] for r in runs})
+        cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rN", "--no-verdict-table",
+               *self.spec.cli_args(), f"--artifacts-dir={bdir}", f"--explore-runs={bdir / 'runs.json'}"]
+        progress = bdir / PROGRESS_FILE
+        seen = 0
+        with open(bdir / "pytest.log", "w") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+            deadline = time.monotonic() + 60.0 + BATCH_SECONDS_PER_RUN * len(items)
+            try:
+                while True:
+                    try:
+                        proc.wait(timeout=1.0)
+                        done = True
+                    except subprocess.TimeoutExpired:
+                        done = False
+                    if progress.is_file():
+                        lines = progress.read_text().splitlines()
+                        for line in lines[seen:]:
+                            self._progress(json.loads(line))
+                        seen = len(lines)
+                    if done:
+                        break
+                    if time.monotonic() > deadline:
+                        self.say(f"[explore] batch {self.batches} took too long: stopping its pytest process")
+                        os.killpg(proc.pid, signal.SIGTERM)
+                        try:
+                            proc.wait(timeout=30)
+                        except subprocess.TimeoutExpired:
+                            os.killpg(proc.pid, signal.SIGKILL)
+                            proc.wait()
+                        break
+            except KeyboardInterrupt:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=60)
+                raise
+        summary_file = bdir / "summary.json"
+        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {"cases": []}
+        self.kueue_version = summary.get("kueue_version") or self.kueue_version
+        out: dict[str, dict[str, Any] | None] = {rid: None for rid, _, _ in items}
+        for entry in summary.get("cases", []):
+            m = re.search(r"\[([^\]]+)\]$", entry.get("case", ""))
+            if not m or m.group(1) not in out:
+                continue
+            res_file = Path(entry.get("evidence", "")) / RESULT_FILE
+            if res_file.is_file():
+                res = json.loads(res_file.read_text())
+                res["bundle"] = entry.get("bundle", "")
+                res["summary_verdict"] = entry.get("verdict")
+                out[m.group(1)] = res
+        if not summary.get("cases"):
+            tail = (bdir / "pytest.log").read_text(errors="replace")[-1200:]
+            self.say(f"[explore] batch {self.batches} ran no case; the end of its pytest.log:\n{tail}")
+        return out
+
+    def _progress(self, line: dict[str, Any]) -> None:
+        c = self.counts()
+        self.say(f"[explore {self.minutes():5.1f} min] {line.get('run')}: {line.get('verdict')} "
+                 f"({line.get('seconds', 0):.1f}s) | tried {c['tried']} · discarded {c['discarded']} · violations "
+                 f"{c['violations']} ({c['distinct']} distinct) · queue {len(self.queue)}")
+
+    def record(self, rid: str, cand: Candidate | None, case: str, res: dict[str, Any] | None,
+               role: str = "perturbation") -> RunRecord:
+        kind, reason = outcome(res)
+        rec = RunRecord(rid, case, cand.words() if cand else "no fault (observe only)",
+                        [move_to_dict(m) for m in (cand.moves if cand else ())], cand.family if cand else "noop",
+                        cand.depth if cand else 0, cand.parent if cand else None, kind, reason,
+                        violation_keys((res or {}).get("findings") or []) if kind == "violation" else [],
+                        seconds=float((res or {}).get("seconds") or 0.0), at_minutes=round(self.minutes(), 2),
+                        role=role, plan=str(self.out / "plans" / f"{rid}.yaml"),
+                        evidence=str((res or {}).get("evidence", "")), bundle=str((res or {}).get("bundle", "")))
+        if role == "perturbation":
+            self.tried += 1
+            rec.index = self.tried
+        self.runs.append(rec)
+        return rec
+
+    # ---- phases -----------------------------------------------------------------------------
+    def reference(self) -> dict[str, Trace]:
+        """Each case's reference trace: from --reference DIR, else a run under the observe-only plan (which
+        must pass: a control case that fails without faults cannot tell a perturbation's effect)."""
+        traces: dict[str, Trace] = {}
+        refdir = self.out / "reference"
+        refdir.mkdir(parents=True, exist_ok=True)
+        todo = []
+        for i, case in enumerate(self.cases):
+            src = (self.reference_dir / "reference" / f"{case_slug(case)}.json") if self.reference_dir else None
+            if src is not None:
+                if not src.is_file():
+                    raise HarnessError(f"--reference {self.reference_dir}: no {src.name} there (a folder of an earlier "
+                                       "`kueue-harness explore` of this case)")
+                res = json.loads(src.read_text())
+                (refdir / src.name).write_text(json.dumps(res, indent=1))
+                traces[case] = Trace.from_events(res["events"], res["namespace"], res["jobs"])
+            else:
+                todo.append((f"ref{i}", None, case))
+        if todo:
+            self.say(f"[explore] reference run of {', '.join(c.split('::')[-1] for _, _, c in todo)} (observe only)")
+            got = self.run_batch(todo)
+            for rid, _, case in todo:
+                res = got.get(rid)
+                rec = self.record(rid, None, case, res, role="reference")
+                if rec.outcome != "passed" or res is None:
+                    raise HarnessError(f"the reference run of {case} did not pass ({rec.outcome}: {rec.reason or '-'}); "
+                                       f"explore needs a control case that passes with no fault. Evidence: "
+                                       f"{self.out / 'batches'}")
+                (refdir / f"{case_slug(case)}.json").write_text(json.dumps(res, indent=1))
+                traces[case] = Trace.from_events(res["events"], res["namespace"], res["jobs"])
+        for t in traces.values():
+            self.coverage |= t.facts()
+        return traces
+
+    def seed(self, traces: dict[str, Trace]) -> int:
+        per_case = [generate.roots(traces[c], c, self.seen_plans) for c in self.cases]
+        roots = generate.shard(generate.interleave(per_case), *self.shard)
+        for c in roots:
+            self.push(c, "root")
+        return len(roots)
+
+    def next_items(self) -> list[tuple[str, Candidate | None, str]]:
+        items: list[tuple[str, Candidate | None, str]] = []
+        prefix = f"s{self.shard[0]}-" if self.shard[1] > 1 else ""
+        taken = 0
+        while len(items) < self.batch and self.queue and self.tried + taken < self.max_runs:
+            if self.since_noop >= self.noop_every or self.noops == 0:
+                # The observe-only plan, on each case in turn: its violations are the oracles' false positives.
+                self.noops += 1
+                items.append((f"{prefix}n{self.noops:03d}", None, self.cases[(self.noops - 1) % len(self.cases)]))
+                self.since_noop = 0
+                continue
+            *_, c = heapq.heappop(self.queue)
+            taken += 1
+            c.id = f"{prefix}p{self.tried + taken:04d}"
+            self.cands[c.id] = c
+            items.append((c.id, c, c.case))
+            self.since_noop += 1
+        return items
+
+    def search(self, traces: dict[str, Trace]) -> None:
+        while self.queue and self.tried < self.max_runs and self.left() > 0:
+            if self.stop_after is not None and len(self.findings) >= self.stop_after:
+                self.say(f"[explore] {len(self.findings)} distinct violation(s) found: stopping (--stop-after)")
+                break
+            items = self.next_items()
+            got = self.run_batch(items)
+            for rid, cand, case in items:
+                res = got.get(rid)
+                rec = self.record(rid, cand, case, res, role="noop" if cand is None else "perturbation")
+                if cand is None:
+                    if rec.outcome == "violation":
+                        self.say(f"[explore] FALSE POSITIVE: the no-op run {rid} violated {', '.join(rec.keys)}")
+                    continue
+                trace = Trace.from_events(res["events"], res["namespace"], res["jobs"]) if res else None
+                if rec.outcome in ("passed", "violation") and trace is not None:
+                    new = trace.facts() - self.coverage
+                    rec.novelty = len(new)
+                    self.coverage |= new
+                if rec.outcome == "violation":
+                    for key in rec.keys:
+                        self.on_violation(key, rec, cand)
+                elif rec.outcome == "passed" and rec.novelty and trace is not None:
+                    ext = generate.extensions(cand, trace, self.seen_plans, self.max_depth)
+                    for i, e in enumerate(ext):
+                        e.stage = cand.stage
+                        self.push(e, "front" if i < generate.FRONT else "rest")
+
+    def on_violation(self, key: str, rec: RunRecord, cand: Candidate) -> None:
+        f = self.findings.get(key)
+        if f is not None:
+            f["runs"].append(rec.id)
+            return
+        self.findings[key] = f = {"key": key, "first_run": rec.id, "first_index": rec.index,
+                                  "first_minutes": rec.at_minutes, "case": rec.case, "plan": rec.words,
+                                  "moves": rec.moves, "runs": [rec.id], "bundle": rec.bundle,
+                                  "evidence": rec.evidence, "summary": self._summary_of(rec, key)}
+        self.say(f"[explore] VIOLATION {key} in run {rec.id} after {rec.index} perturbations, "
+                 f"{rec.at_minutes:.1f} min: {rec.words}")
+        self.minimize_finding(f, cand)
+
+    def _summary_of(self, rec: RunRecord, key: str) -> str:
+        try:
+            res = json.loads((Path(rec.evidence) / RESULT_FILE).read_text())
+        except (OSError, ValueError):
+            return ""
+        return next((x["summary"] for x in res.get("findings") or []
+                     if x.get("result") == "violated" and not x.get("assumption")
+                     and key.startswith(f"{x.get('check')}:")), "")
+
+    def minimize_finding(self, f: dict[str, Any], cand: Candidate) -> None:
+        """Minimise the plan of finding `f` (minimize.py) and save it under findings/ (module docstring)."""
+        key, case = f["key"], cand.case
+        started = time.monotonic()
+        n = self.min_runs
+        counter = [0]
+        hit_bundle: dict[Plan, str] = {}
+
+        def evaluate(plans: list[Plan]) -> list[int] | None:
+            if time.monotonic() - started > self.minimize_budget:
+                return None
+            items = []
+            for p in plans:
+                counter[0] += 1
+                for r in range(n):
+                    items.append((f"m{len(self.findings):02d}-{counter[0]:02d}-r{r}",
+                                  Candidate(p, case, "minimize", depth=len(p)), case))
+            got = self.run_batch(items)
+            hits = []
+            for k, p in enumerate(plans):
+                h = 0
+                for rid, c, _ in items[k * n:(k + 1) * n]:
+                    rec = self.record(rid, c, case, got.get(rid), role="minimize")
+                    if rec.outcome == "violation" and key in rec.keys:
+                        h += 1
+                        hit_bundle.setdefault(p, rec.bundle or rec.evidence)
+                hits.append(h)
+            return hits
+
+        self.say(f"[explore] minimising {key}: {len(cand.moves)} move(s), {n} run(s) per plan")
+        m = minimize(cand.moves, evaluate, n)
+        f["minimal"] = [move_to_dict(x) for x in m.moves]
+        f["minimal_words"] = "; ".join(x.words() for x in m.moves)
+        f["reproduced"] = f"{m.hits}/{m.runs}" if m.runs else "not re-run (no time left)"
+        f["minimize_complete"] = m.complete
+        f["minimize_minutes"] = round((time.monotonic() - started) / 60.0, 2)
+        f["minimize_steps"] = [{"plan": "; ".join(x.words() for x in p), "hits": h} for p, h in m.steps]
+        f["bundle"] = hit_bundle.get(m.moves) or f["bundle"]
+        path = self.out / "findings" / f"{re.sub(r'[^a-z0-9]+', '-', key.lower())}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = "\n".join([
+            f"Found by `kueue-harness explore` on Kueue {self.kueue_version or self.spec.wanted}: {key}",
+            f"{f['summary']}" if f.get("summary") else "",
+            f"Case: {case}",
+            f"First seen in run {f['first_run']} (perturbation {f['first_index']}, {f['first_minutes']:.1f} min): {f['plan']}",
+            f"Minimal plan reproduced it {f['reproduced']} times (rules dropped one at a time while it reproduced).",
+            f"Evidence bundle: {f['bundle']}",
+            "Replay:",
+            f"  .venv/bin/python -m pytest '{case}' --plan {path} {' '.join(self.spec.cli_args())}",
+            f"  .venv/bin/kueue-harness up --plan {path}   # then create the case's objects by hand",
+        ])
+        path.write_text(plan_document(m.moves, f"explore-{path.stem}", f["minimal_words"], header=header))
+        f["file"] = str(path)
+        self.say(f"[explore] {key}: minimal plan ({len(m.moves)} move(s), reproduced {f['reproduced']}) -> {path}")
+
+    # ---- the whole thing --------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.out.mkdir(parents=True, exist_ok=True)
+        traces = self.reference()
+        roots = self.seed(traces)
+        self.say(f"[explore] {roots} root perturbation(s) in shard {self.shard[0]}/{self.shard[1]}; budget "
+                 f"{self.budget / 60:.0f} min, at most {self.max_runs} runs")
+        try:
+            self.search(traces)
+        finally:
+            result = self.write()
+        return result
+
+    def write(self) -> dict[str, Any]:
+        c = self.counts()
+        result = {"cases": self.cases, "kueue": self.kueue_version or self.spec.wanted, "shard": list(self.shard),
+                  "minutes": round(self.minutes(), 2), "counts": c, "queue_left": len(self.queue),
+                  "batches": self.batches, "findings": list(self.findings.values()),
+                  "runs": [r.__dict__ for r in self.runs],
+                  "settings": {"max_runs": self.max_runs, "budget_minutes": self.budget / 60, "batch": self.batch,
+                               "max_depth": self.max_depth, "min_runs": self.min_runs, "noop_every": self.noop_every}}
+        (self.out / "explore.json").write_text(json.dumps(result, indent=1, default=str))
+        (self.out / "summary.md").write_text(render_summary(result))
+        return result
+
+
+# ---- tables --------------------------------------------------------------------------------------
+
+def render_summary(result: dict[str, Any]) -> str:
+    """The summary table (markdown) of one exploration or of a merge."""
+    c = result["counts"]
+    cases = ", ".join(x.split("::")[-1] for x in result["cases"])
+    shard = result.get("shard") or [1, 1]
+    lines = [f"# kueue-harness explore: {cases} on Kueue {result['kueue']}"
+             + (f" (shard {shard[0]}/{shard[1]})" if shard[1] > 1 else ""), "",
+             "| perturbations tried | discarded | errors | violations | distinct violations | no-op runs | false positives | minutes |",
+             "|---|---|---|---|---|---|---|---|",
+             f"| {c['tried']} | {c['discarded']} | {c['errors']} | {c['violations']} | {c['distinct']} | {c['noop_runs']} "
+             f"| {c['false_positives']} | {result['minutes']:.1f} |", ""]
+    if result["findings"]:
+        lines += ["| violation | first found (run, perturbations, minutes) | minimal plan | reproduced | plan file | evidence bundle |",
+                  "|---|---|---|---|---|---|"]
+        for f in result["findings"]:
+            lines.append(f"| `{f['key']}` | {f['first_run']}, {f['first_index']}, {f['first_minutes']:.1f} | "
+                         f"{f.get('minimal_words', f['plan'])} | {f.get('reproduced', '-')} | {f.get('file', '-')} | "
+                         f"{f.get('bundle') or '-'} |")
+    else:
+        lines.append("No violation found.")
+    return "\n".join(lines) + "\n"
+
+
+def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
+    """One table from several explorations (the shards of one search): counts summed, minutes the longest
+    shard's (machine minutes summed apart), distinct violations joined by key (the earliest finding kept).
+    Raises HarnessError for a folder without explore.json."""
+    parts = []
+    for d in dirs:
+        f = Path(d) / "explore.json"
+        if not f.is_file():
+            raise HarnessError(f"{d}: no explore.json (a folder written by `kueue-harness explore --out`)")
+        parts.append(json.loads(f.read_text()))
+    if not parts:
+        raise HarnessError("explore merge: give the folders of the explorations to merge")
+    counts: dict[str, int] = {}
+    for p in parts:
+        for k, v in p["counts"].items():
+            counts[k] = counts.get(k, 0) + int(v)
+    findings: dict[str, dict[str, Any]] = {}
+    for p in parts:
+        for f in p["findings"]:
+            old = findings.get(f["key"])
+            if old is None or f["first_minutes"] < old["first_minutes"]:
+                findings[f["key"]] = {**f, "shard": p.get("shard")}
+    counts["distinct"] = len(findings)
+    result = {"cases": sorted({c for p in parts for c in p["cases"]}), "kueue": parts[0]["kueue"],
+              "shard": [1, 1], "minutes": max(p["minutes"] for p in parts),
+              "machine_minutes": round(sum(p["minutes"] for p in parts), 2), "counts": counts,
+              "findings": sorted(findings.values(), key=lambda f: f["key"]), "merged": [str(d) for d in dirs],
+              "shards": [p.get("shard") for p in parts]}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "explore.json").write_text(json.dumps(result, indent=1, default=str))
+        (out / "summary.md").write_text(render_summary(result))
+    return result
+
+
+# ---- CLI -----------------------------------------------------------------------------------------
+
+def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
+    ex = sub.add_parser("explore", help="find orderings that break Kueue, starting from control cases' reference "
+                                        "runs; `explore merge DIR...` joins the tables of shards")
+    ex.add_argument("cases", nargs="+", metavar="CASE",
+                    help="control cases: node ids or names (test_stuck_preemption_control); or `merge DIR...`")
+    add_kueue_options(ex)
+    ex.add_argument("--out", help="the exploration's folder (default artifacts/explore-<time>)")
+    ex.add_argument("--minutes", type=float, default=30.0, help="wall-time budget of the search (default 30)")
+    ex.add_argument("--max-runs", type=int, default=400, help="at most this many perturbations (default 400)")
+    ex.add_argument("--batch", type=int, default=10, help="runs per pytest process, i.e. per environment (default 10)")
+    ex.add_argument("--shard", help="I/N: run the I-th of N disjoint shards of the root perturbations")
+    ex.add_argument("--max-depth", type=int, default=3, help="moves per plan at most (default 3)")
+    ex.add_argument("--min-runs", type=int, default=3, help="runs per plan while minimising (default 3)")
+    ex.add_argument("--noop-every", type=int, default=20, help="a no-op run every N perturbations (default 20)")
+    ex.add_argument("--reference", help="reuse the reference runs of an earlier exploration's folder")
+    ex.add_argument("--stop-after", type=int, help="stop once this many distinct violations were found")
+    ex.set_defaults(func=cli)
+
+
+def cli(args: Any) -> int:
+    if args.cases and args.cases[0] == "merge":
+        dirs = [Path(d) for d in args.cases[1:]]
+        out = Path(args.out) if args.out else None
+        result = merge(dirs, out)
+        print(render_summary(result), end="")
+        if out is not None:
+            print(f"\nmerged: {out / 'summary.md'} and explore.json")
+        return 0
+    from harness.env import binaries
+    from harness.env.kueue_build import KueueSpec
+
+    try:
+        shard = generate.parse_shard(args.shard)
+    except ValueError as e:
+        raise HarnessError(str(e)) from None
+    for k in ("minutes", "max_runs", "batch", "max_depth", "min_runs", "noop_every"):
+        if getattr(args, k) is not None and getattr(args, k) <= 0:
+            raise HarnessError(f"--{k.replace('_', '-')} must be above 0, got {getattr(args, k)}")
+    cases = [resolve_case(c) for c in args.cases]
+    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo)
+    out = Path(args.out or Path("artifacts") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    print(f"[explore] Kueue {spec.wanted}: building (or finding) the binaries")
+    binaries.ensure_all(spec, lambda line: print(f"    {line}"))
+    ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
+                  max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
+                  reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after)
+    result = ex.run()
+    print()
+    print(render_summary(result), end="")
+    print(f"\nexplore: {out / 'summary.md'}, explore.json, findings/, every run's plan under plans/ and evidence under batches/")
+    return 0

@@ -1,0 +1,198 @@
+"""The generator: perturbations of a run's trace, pruned and put in a stated order; extensions of a run
+that reached new states; the shard split.
+
+Order (the heuristic; docs/architecture.md "explore"):
+
+- **Stage 0, late loose writes first.** Hold the request of a *loose* Workload status write W (no
+  resourceVersion: kube-apiserver applies it whatever happened meanwhile, docs/kueue-notes.md §6) until a
+  later event E, or hold its answer until E. A late loose write is the one kind of staleness the API
+  server cannot refuse (a strict write held late fails with 409, which Kueue handles by re-reading).
+  W in request order; for each W, E on the same object first, then E on other objects, each by time;
+  for each E, "answered" before "delivered".
+- **Extensions of a run that reached a new state** (any fact of `Trace.facts` no earlier run had, and the
+  forced ordering happened, and no violation): the run's plan plus one more move on a write of *that
+  run's* trace. Writes its triggers waited for come first (the first move made them part of the race),
+  then writes on the same objects, then the rest; held answers before held requests. The first
+  `FRONT` extensions of a run go before every remaining root of its stage (a fuzzer's "new coverage
+  first"), the rest after them. Depth is capped (`max_depth`).
+- **Stage 2, everything else:** holds of strict and Job writes, unobserved states (drop/delay the watch
+  events up to W's result), failed writes (409 / 500 once), restarts right after W was answered
+  (SIGTERM, SIGKILL), failed writes three times.
+
+Pruning: one acting move per write kind and object role; E must be a different target whose event came
+after W's request in the trace; only the case's namespace; Workload creations are failed, never held (a
+case waits for its Workload to exist); a watch event is dropped only when a later event of the same object
+exists (Kueue eventually sees the object as it is, like a re-list: the "unobserved intermediate state" of
+Sieve, not a lost object); combinations whose triggers can never hold, or which the plan loader refuses
+(trigger cycles), are not run; a plan equal to one generated before is not generated again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from harness.explore.model import (
+    WATCH_DELAY, After, Candidate, Move, Plan, Target, plan_key, validate,
+)
+from harness.explore.trace import Trace, WriteStep
+
+#: Extensions of one novel run that go before the remaining roots of its stage.
+FRONT = 4
+#: Extensions of one run generated at most.
+MAX_EXTENSIONS = 24
+
+
+def later_events(trace: Trace, w: WriteStep, skip: Iterable[str] = ()) -> list[After]:
+    """Triggers for "until E" after write `w` in `trace`: every other target's first write answered 2xx
+    after `w` was requested ("answered", with that status) and, for Workload writes answered 200, Kueue's
+    watch delivering its result after that ("delivered"). Same object first, then by time. `skip`: rule
+    ids not to use (targets of the plan's own moves)."""
+    skip = set(skip) | {w.target.rule_id}
+    found: list[tuple[int, float, int, After]] = []
+    for e in trace.first_writes():
+        if e.target.rule_id in skip or e.status is None or not 200 <= e.status < 300:
+            continue
+        if e.target.cls == "create" and e.target.role == w.target.role:
+            continue  # an object's creation precedes every write to it; only its answer can come late
+        same = 0 if e.target.role == w.target.role else 1
+        if e.answered is not None and e.answered > w.ts:
+            found.append((same, e.answered, 0, After(e.target, "answered", e.status)))
+        at = trace.delivered_at(e)
+        if at is not None and at > w.ts:
+            found.append((same, at, 1, After(e.target, "delivered", None)))
+    found.sort(key=lambda x: (x[0], x[1], x[2]))
+    return [a for *_, a in found]
+
+
+def _holdable(w: WriteStep) -> bool:
+    return w.target.cls not in ("create", "watch")
+
+
+def _loose_workload(w: WriteStep) -> bool:
+    return w.loose and w.target.cls not in ("create", "job_suspend", "job_unsuspend", "watch")
+
+
+def _holds(trace: Trace, writes: list[WriteStep], kinds=("hold", "hold_response"),
+           skip: Iterable[str] = ()) -> list[tuple[str, Move]]:
+    out: list[tuple[str, Move]] = []
+    for w in writes:
+        for a in later_events(trace, w, skip):
+            for kind in kinds:
+                out.append((f"{'stale' if kind == 'hold' else 'late-answer'}", Move(kind, w.target, (a,))))
+    return out
+
+
+def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
+    """Every single-move perturbation of a reference trace, as (stage, family, move), in the order of the
+    module docstring (not yet pruned by the plan loader)."""
+    first = trace.first_writes()
+    loose = [w for w in first if _loose_workload(w)]
+    other = [w for w in first if _holdable(w) and not _loose_workload(w)]
+    out: list[tuple[int, str, Move]] = []
+    # Stage 0: late loose Workload writes (every E of one W, held request then held answer).
+    for w in loose:
+        for a in later_events(trace, w):
+            out.append((0, "stale", Move("hold", w.target, (a,))))
+            out.append((0, "late-answer", Move("hold_response", w.target, (a,))))
+    # Stage 2: the rest.
+    for fam, m in _holds(trace, other):
+        out.append((2, fam, m))
+    for role in dict.fromkeys(d.role for d in trace.deliveries):
+        mods = trace.modified(role)
+        glob = mods[0].glob if mods else ""
+        for k in range(1, len(mods)):  # drop the first k only when a later event of the object follows
+            out.append((2, "unobserved", Move("drop_watch", Target("watch", role, glob), times=k)))
+        for k in range(1, len(mods) + 1):
+            out.append((2, "unobserved", Move("delay_watch", Target("watch", role, glob), times=k,
+                                              delay=WATCH_DELAY)))
+    for w in first:
+        if w.target.cls == "watch":
+            continue
+        for status in (409, 500):
+            out.append((2, "failed", Move("fail", w.target, status=status, times=1)))
+    for w in first:
+        if w.status == 200:
+            for kill in (False, True):
+                out.append((2, "restart", Move("restart", w.target, kill=kill)))
+    for w in first:
+        for status in (409, 500):
+            out.append((2, "failed", Move("fail", w.target, status=status, times=3)))
+    return out
+
+
+def roots(trace: Trace, case: str, seen: set | None = None) -> list[Candidate]:
+    """The root candidates of a case from its reference trace: valid, deduplicated, in order; `seen`
+    (plan keys generated before) is updated."""
+    seen = seen if seen is not None else set()
+    out = []
+    for stage, fam, m in root_moves(trace):
+        plan = (m,)
+        k = plan_key(plan)
+        if k in seen or validate(plan):
+            continue
+        seen.add(k)
+        out.append(Candidate(plan, case, fam, depth=1, stage=stage))
+    return out
+
+
+def extension_moves(parent: Plan, trace: Trace) -> list[tuple[str, Move]]:
+    """One more move for plan `parent`, from the trace of its run: holds (answer first, then request) of
+    writes the parent's triggers waited for, then of writes on the parent's objects, then of the rest,
+    each until an event after it in that trace (module docstring)."""
+    acting = {m.rule_id for m in parent}
+    waited = {a.target.rule_id for m in parent for a in m.after} | {m.target.rule_id for m in parent if m.kind == "restart"}
+    roles = {m.target.role for m in parent}
+    first = [w for w in trace.first_writes() if _holdable(w) and w.target.rule_id not in acting]
+    tiers = ([w for w in first if w.target.rule_id in waited],
+             [w for w in first if w.target.rule_id not in waited and w.target.role in roles],
+             [w for w in first if w.target.rule_id not in waited and w.target.role not in roles])
+    out: list[tuple[str, Move]] = []
+    for tier in tiers:
+        out += _holds(trace, tier, kinds=("hold_response", "hold"), skip=acting)
+    return out
+
+
+def extensions(parent: Candidate, trace: Trace, seen: set, max_depth: int = 3) -> list[Candidate]:
+    """Candidates extending `parent` by one move of `extension_moves` (valid, new, at most MAX_EXTENSIONS;
+    none beyond `max_depth` moves). `seen` is updated."""
+    if len(parent.moves) >= max_depth:
+        return []
+    out = []
+    for fam, m in extension_moves(parent.moves, trace):
+        plan = (*parent.moves, m)
+        k = plan_key(plan)
+        if k in seen or validate(plan):
+            continue
+        seen.add(k)
+        out.append(Candidate(plan, parent.case, fam, depth=len(plan), parent=parent.id))
+        if len(out) >= MAX_EXTENSIONS:
+            break
+    return out
+
+
+def interleave(per_case: list[list[Candidate]]) -> list[Candidate]:
+    """One list from each case's roots: by stage, then position within the case, then case order (so
+    every case gets its best candidates early)."""
+    keyed = [(c.stage, i, j, c) for j, cands in enumerate(per_case) for i, c in enumerate(cands)]
+    keyed.sort(key=lambda x: (x[0], x[1], x[2]))
+    return [c for *_, c in keyed]
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    """"2/4" -> (2, 4) (shards are numbered from 1); None -> (1, 1). Raises ValueError with what to write."""
+    if not text:
+        return 1, 1
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: expected I/N, e.g. 1/4") from None
+    if n < 1 or not 1 <= i <= n:
+        raise ValueError(f"--shard {text!r}: I must be between 1 and N (N >= 1)")
+    return i, n
+
+
+def shard(cands: list[Candidate], i: int, n: int) -> list[Candidate]:
+    """Shard `i` of `n` of an ordered root list: every n-th candidate from the (i-1)-th, so every shard
+    gets a share of each stage. Disjoint, and together the whole list, when every machine computes the
+    same list (the same reference: `explore --reference`)."""
+    return [c for k, c in enumerate(cands) if k % n == i - 1]

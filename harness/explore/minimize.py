@@ -1,0 +1,67 @@
+"""Minimising a violating plan: drop one move at a time while the violation still reproduces.
+
+`minimize` is pure: it asks `evaluate` (the driver runs the plans on real Kueue, `runs` times each) how
+often each candidate plan reproduced the violation, and keeps a smaller plan when it reproduces at least
+as often as the plan it came from (never less reliable). It stops when no single move can be dropped
+(1-minimal, as delta debugging's last step), after `max_rounds` rounds, or when `evaluate` returns None
+(out of time). Dropping a move that a trigger names turns that write into an observed one (an `observe`
+rule), so the remaining holds still wait for the same event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.explore.model import Plan, validate
+
+
+def drop_one(moves: Plan) -> list[Plan]:
+    """Every plan with one move fewer that the plan loader accepts, in move order."""
+    out = []
+    for i in range(len(moves)):
+        smaller = moves[:i] + moves[i + 1:]
+        if smaller and not validate(smaller):
+            out.append(smaller)
+    return out
+
+
+@dataclass
+class Minimized:
+    """The outcome: `moves` (the smallest plan kept), `hits`/`runs` of its last evaluation, `steps`: every
+    evaluation as (plan, hits), and `complete`: False when it stopped for lack of time."""
+
+    moves: Plan
+    hits: int
+    runs: int
+    steps: list[tuple[Plan, int]] = field(default_factory=list)
+    complete: bool = True
+
+
+def minimize(moves: Plan, evaluate: Callable[[list[Plan]], list[int] | None], runs: int,
+             max_rounds: int = 6) -> Minimized:
+    """Confirm `moves` (evaluate([moves])), then per round evaluate every one-move-smaller plan at once
+    and keep the first (in move order) that reproduced at least as often. `evaluate(plans)` returns the
+    hits out of `runs` for each plan, or None when there is no time left."""
+    got = evaluate([moves])
+    if got is None:
+        return Minimized(moves, 0, 0, [], complete=False)
+    best, hits = moves, got[0]
+    out = Minimized(best, hits, runs, [(moves, hits)])
+    if hits == 0:
+        return out
+    for _ in range(max_rounds):
+        smaller = drop_one(best)
+        if not smaller:
+            break
+        res = evaluate(smaller)
+        if res is None:
+            out.complete = False
+            break
+        out.steps += list(zip(smaller, res))
+        keep = next(((p, h) for p, h in zip(smaller, res) if h >= hits), None)
+        if keep is None:
+            break
+        best, hits = keep
+    out.moves, out.hits = best, hits
+    return out

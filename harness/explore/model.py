@@ -1,0 +1,280 @@
+"""Perturbations as data, and how a set of them becomes an ordinary YAML fault plan (docs/fault-plans.md).
+
+A `Target` is one kind of Kueue write to one object role ("admission of job1": every admission PATCH of
+the Workload `job-job1-<hash>`); a `Move` is one fault on a target (hold its request until another event,
+hold its response until another event, fail it, drop or delay the watch events of its object, restart
+Kueue after it was answered); a plan is a tuple of moves. `render` turns moves into plan rules, with an
+`observe` rule for every write a trigger waits for that no move acts on. One acting rule per target:
+two faults on the same write kind of the same role cannot both act (the proxy's first acting rule wins).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from harness.kueue_api import WRITE_CLASSES
+
+#: Seconds a generated hold waits for its trigger before it lets the flow go (the run is then discarded:
+#: the forced ordering did not happen). The reference runs of the seed controls take ~1.5 s from job1's
+#: creation to the last write, so 6 s leaves room under load without making a hopeless hold expensive.
+HOLD_TIMEOUT = 6.0
+#: Seconds a `delay_watch_events` move delays its events.
+WATCH_DELAY = 2.0
+
+#: Write kinds a target can have besides the Workload status classes of harness/kueue_api.py.
+EXTRA_CLASSES = ("create", "job_suspend", "job_unsuspend", "watch")
+MOVE_KINDS = ("hold", "hold_response", "fail", "drop_watch", "delay_watch", "restart")
+AFTER_MODES = ("answered", "delivered")
+
+
+class Unsatisfiable(ValueError):
+    """A combination of moves whose triggers can never hold (a trigger waits for a 200 answer to a write
+    another move fails), so it is not worth a run."""
+
+
+@dataclass(frozen=True, order=True)
+class Target:
+    """A kind of write (`cls`: a Workload status class of harness/kueue_api.WRITE_CLASSES, "create" for
+    the Workload's creation, "job_suspend"/"job_unsuspend" for Kueue's PATCH of a Job's spec.suspend, or
+    "watch" for the object's watch events) to the object of `role` ("job1"); `glob`: the object name as a
+    rule matches it ("job-job1-*" for the Workload of Job job1, "job1" for the Job); `verb`: the HTTP verb
+    of creates and Job writes (lower case)."""
+
+    cls: str
+    role: str
+    glob: str
+    verb: str = ""
+
+    def __post_init__(self) -> None:
+        if self.cls not in WRITE_CLASSES and self.cls not in EXTRA_CLASSES:
+            raise ValueError(f"unknown write class {self.cls!r}")
+
+    @property
+    def rule_id(self) -> str:
+        """The plan rule id for this target: "admission-job1", "quota-release-job1", "job-suspend-job1"."""
+        rid = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.cls.replace('_', '-')}-{self.role}")
+        return rid[:63].strip("-.") or "target"
+
+    def match(self) -> dict[str, str]:
+        """The plan rule `match` for this target (the namespace is added when a case loads the plan)."""
+        if self.cls == "watch":
+            return {"name": self.glob}
+        if self.cls == "create":
+            return {"kind": "Workload", "write": self.verb or "post", "name": self.glob}
+        if self.cls in ("job_suspend", "job_unsuspend"):
+            return {"kind": "Job", "write": self.verb or "patch", "name": self.glob,
+                    "body_jsonpath": "$.spec.suspend", "body_equals": "True" if self.cls == "job_suspend" else "False"}
+        return {"write": self.cls, "name": self.glob}
+
+    def words(self) -> str:
+        what = {"quota_release": "quota release", "job_suspend": "Job suspend", "job_unsuspend": "Job unsuspend",
+                "create": "creation", "watch": "watch events"}.get(self.cls, self.cls)
+        return f"{what} of {self.role}"
+
+
+@dataclass(frozen=True, order=True)
+class After:
+    """A trigger of a move: `target`'s write `answered` (with HTTP `status`) or `delivered` (Kueue's watch
+    delivered its result)."""
+
+    target: Target
+    mode: str = "answered"
+    status: int | None = 200
+
+    def words(self) -> str:
+        if self.mode == "delivered":
+            return f"Kueue saw the {self.target.words()}"
+        return f"the {self.target.words()} was answered" + (f" {self.status}" if self.status else "")
+
+
+@dataclass(frozen=True, order=True)
+class Move:
+    """One fault. `kind`: "hold" (hold the request of `target` until every `after` holds: a stale write /
+    reorder), "hold_response" (let it apply, hold Kueue's answer until `after`), "fail" (answer `status`,
+    `times` times), "drop_watch" / "delay_watch" (the first `times` MODIFIED events of the object of a
+    "watch" target, dropped or delayed `delay` seconds: unobserved state), "restart" (restart Kueue,
+    SIGKILL with `kill`, once `target` was answered 200: intermediate state)."""
+
+    kind: str
+    target: Target
+    after: tuple[After, ...] = ()
+    status: int | None = None
+    times: int | None = 1
+    delay: float = 0.0
+    kill: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in MOVE_KINDS:
+            raise ValueError(f"unknown move kind {self.kind!r}")
+        if (self.kind in ("drop_watch", "delay_watch")) != (self.target.cls == "watch"):
+            raise ValueError(f"{self.kind} needs a watch target and a watch target needs a watch move")
+        for a in self.after:
+            if a.mode not in AFTER_MODES:
+                raise ValueError(f"unknown trigger mode {a.mode!r}")
+
+    @property
+    def rule_id(self) -> str:
+        """The plan rule id of this move: its target's ("watch-job1" for both watch moves on job1, so only
+        one of them acts on an object), "restart-kueue" for the one restart a plan may have."""
+        return "restart-kueue" if self.kind == "restart" else self.target.rule_id
+
+    def words(self) -> str:
+        until = " and ".join(a.words() for a in self.after)
+        t = self.target.words()
+        if self.kind == "hold":
+            return f"hold the {t} until {until}"
+        if self.kind == "hold_response":
+            return f"hold the answer to the {t} until {until}"
+        if self.kind == "fail":
+            return f"fail the {t} with {self.status}" + (" once" if self.times == 1 else f" {self.times} times"
+                                                         if self.times else " every time")
+        if self.kind == "drop_watch":
+            return f"drop the first {self.times} MODIFIED {t}"
+        if self.kind == "delay_watch":
+            return f"delay the first {self.times} MODIFIED {t} by {self.delay:g}s"
+        return f"{'kill' if self.kill else 'restart'} Kueue once the {t} was answered"
+
+
+Plan = tuple[Move, ...]
+
+
+def plan_key(moves: Plan) -> tuple:
+    """A key that is equal for the same set of moves in any order (dedup of generated plans)."""
+    return tuple(sorted(moves))
+
+
+def conflicts(moves: Plan) -> str | None:
+    """Why these moves cannot form one plan (two acting moves on one target, two restarts), or None."""
+    seen: set[str] = set()
+    for m in moves:
+        if m.rule_id in seen:
+            return f"two moves act on {m.rule_id}"
+        seen.add(m.rule_id)
+    return None
+
+
+def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[str, Any]]:
+    """The plan rules of `moves`, in move order, then an `observe` rule (every time, `times: null`) for each
+    write a trigger names that no move acts on. A trigger on a write whose answer a `hold_response` move
+    holds waits for it to be *applied* (held with status 200), not answered: the answer is what that move
+    holds back, so waiting for it could only wait for itself.
+
+    Raises Unsatisfiable when a trigger waits for a 200 answer of a write another move fails, and
+    ValueError when two moves act on one target."""
+    why = conflicts(moves)
+    if why:
+        raise ValueError(why)
+    acting = {m.target.rule_id: m for m in moves if m.kind in ("hold", "hold_response", "fail")}
+    anchors: dict[str, Target] = {}
+    rules: list[dict[str, Any]] = []
+
+    def trigger(a: After) -> dict[str, Any]:
+        rid = a.target.rule_id
+        other = acting.get(rid)
+        if other is None:
+            anchors.setdefault(rid, a.target)
+        elif other.kind == "fail":
+            raise Unsatisfiable(f"a trigger waits for {rid} while a move fails it")
+        if a.mode == "delivered":
+            return {"delivered": rid}
+        if other is not None and other.kind == "hold_response":
+            return {"rule": rid, "state": "held", "status": 200}
+        t: dict[str, Any] = {"rule": rid, "state": "answered"}
+        if a.status is not None:
+            t["status"] = a.status
+        return t
+
+    for m in moves:
+        rid = m.rule_id
+        if m.kind in ("hold", "hold_response"):
+            r: dict[str, Any] = {"id": rid, "match": m.target.match(), "action": m.kind}
+            if m.after:
+                r["release"] = {"after": [trigger(a) for a in m.after], "timeout": hold_timeout}
+            else:
+                r["release"] = {"timeout": hold_timeout}
+        elif m.kind == "fail":
+            r = {"id": rid, "match": m.target.match(), "action": "fail", "status": int(m.status or 500),
+                 "times": m.times, "reason": _REASONS.get(int(m.status or 500), "InternalError")}
+        elif m.kind in ("drop_watch", "delay_watch"):
+            r = {"id": rid, "match": {"name": m.target.glob, "event_type": "MODIFIED"},
+                 "action": "drop_watch_events" if m.kind == "drop_watch" else "delay_watch_events", "times": m.times}
+            if m.kind == "delay_watch":
+                r["delay"] = m.delay or WATCH_DELAY
+        else:  # restart
+            r = {"id": rid, "action": "restart_kueue", "kill": bool(m.kill),
+                 "release": {"after": [trigger(After(m.target, "answered", 200))]}}
+        rules.append(r)
+    for rid, t in anchors.items():
+        rules.append({"id": rid, "match": t.match(), "action": "observe", "times": None})
+    return rules
+
+
+_REASONS = {409: "Conflict", 500: "InternalError", 429: "TooManyRequests", 503: "ServiceUnavailable"}
+
+#: The observe-only plan of the reference and no-op runs: one rule that observes every Kueue write of the
+#: case's namespace (the case loads it limited to its namespace) and changes nothing.
+OBSERVE_ALL_RULES = [{"id": "observe-all", "action": "observe", "times": None}]
+
+
+def plan_document(moves: Plan, name: str, description: str = "", hold_timeout: float = HOLD_TIMEOUT,
+                  header: str = "") -> str:
+    """The YAML text of a plan of `moves` (no moves: the observe-only plan), with `header` as leading
+    comment lines. Validated by the caller with harness.plans.parse_plan."""
+    rules = render_rules(moves, hold_timeout) if moves else [dict(r) for r in OBSERVE_ALL_RULES]
+    doc = {"apiVersion": "kueue-harness/v1", "kind": "FaultPlan", "name": name,
+           "description": description or "; ".join(m.words() for m in moves) or "observe every Kueue write",
+           "rules": rules}
+    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
+    head = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
+    return head + text
+
+
+def validate(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> str | None:
+    """None when `moves` render to a plan the loader accepts (harness/plans.py: keys, values, trigger
+    cycles), else the first problem in words."""
+    from harness.plans import PlanError, parse_plan
+
+    try:
+        parse_plan(plan_document(moves, "candidate", hold_timeout=hold_timeout), "candidate")
+    except (Unsatisfiable, ValueError) as e:
+        return str(e)
+    except PlanError as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+@dataclass
+class Candidate:
+    """A plan to try on one case. `moves`: the plan; `case`: the pytest node id of the control case;
+    `depth`: number of moves; `stage`/`seq`: its place in the search order (driver.py); `parent`: the id of
+    the run it extends; `family`: the generator family of its last move."""
+
+    moves: Plan
+    case: str
+    family: str
+    depth: int = 1
+    parent: str | None = None
+    id: str = ""
+    stage: int = 0
+    seq: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def words(self) -> str:
+        return "; ".join(m.words() for m in self.moves) or "no fault (observe only)"
+
+
+def move_to_dict(m: Move) -> dict[str, Any]:
+    """A Move as JSON (explore.json, shards' results)."""
+    return {"kind": m.kind, "target": m.target.__dict__, "after": [{"target": a.target.__dict__, "mode": a.mode,
+                                                                    "status": a.status} for a in m.after],
+            "status": m.status, "times": m.times, "delay": m.delay, "kill": m.kill}
+
+
+def move_from_dict(d: dict[str, Any]) -> Move:
+    return Move(d["kind"], Target(**d["target"]),
+                tuple(After(Target(**a["target"]), a["mode"], a.get("status")) for a in d.get("after") or ()),
+                d.get("status"), d.get("times", 1), d.get("delay", 0.0), d.get("kill", False))

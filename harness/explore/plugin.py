@@ -1,0 +1,267 @@
+"""pytest side of explore, and of replaying any plan on a control case (registered by
+harness/pytest_plugin.py).
+
+`--plan FILE` loads FILE into every selected case before its body runs (`pytest
+cases/kueue_11480/test_stuck_preemption.py::test_stuck_preemption_control --plan found.yaml` replays what
+explore found); `--explore-runs FILE` (written by `kueue-harness explore`) makes one item per perturbation
+of a case (`test_x_control[p0042]`), all in one pytest session, so one environment serves them all.
+
+A case under such a plan is a *perturbed run*:
+
+- its step waits (harness/scenarios.py `wait_workload`) pace it instead of judging it: a step ends when
+  its condition holds, when the plan holds a request (Kueue acted; the plan delays the effect), or after
+  EXPLORE_STEP seconds, and never fails the run (`step_skipped` in the history says which ended how);
+- an invariant monitor watches its ClusterQueues throughout (a transient oversubscription counts);
+- after its body, the run waits until the plan holds nothing, then observes until an invariant is
+  violated, or liveness decided and SETTLE seconds passed (bounded by LIVENESS_BOUND);
+- it is judged by its own checkers plus `plan_happened` (a rule that never acted, a hold that ended by
+  its timeout: verdict error, the run is discarded), `liveness`, `quota` and `log_flood`;
+- `explore.json` in its evidence folder holds what the driver reads: the verdict, the findings, and the
+  proxy's events of the case's namespace (harness/explore/trace.py), and a line is appended to
+  <artifacts>/explore-progress.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from harness.checkers import REGISTRY, Selection
+from harness.explore import PROGRESS_FILE, RESULT_FILE
+from harness.checkers.bounds import LIVENESS_BOUND
+from harness.waiting import WaitTimeout, wait_for
+
+#: Seconds a step of a perturbed case waits at most (the plain bound is 30 s: a step the plan blocks
+#: would otherwise cost that much; the reference runs take well under a second per step).
+EXPLORE_STEP = 8.0
+#: Seconds a perturbed run keeps observing after its body returned and the plan held nothing any more,
+#: when no invariant is violated: Kueue reacts to a late write within ~0.1-1 s (a late admission's
+#: oversubscription shows within ~100 ms: cases/kueue_11480/plans/quota-oversubscription.yaml).
+SETTLE = 2.0
+#: The checkers every perturbed run is judged by besides the case's own.
+EXPLORE_CHECKERS = ("plan_happened", "liveness", "quota", "log_flood")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("kueue-harness")
+    g.addoption("--plan", dest="kh_plan", default=None, metavar="FILE",
+                help="load this fault plan (a file, or a shipped plan's name) into every selected case before "
+                     "its body, and judge it as a perturbed run (harness/explore/plugin.py): replays a plan "
+                     "`kueue-harness explore` found on the control case it came from")
+    g.addoption("--explore-runs", dest="kh_explore_runs", default=None, metavar="FILE",
+                help="(written by `kueue-harness explore`) JSON list of {id, case, plan}: one item per plan")
+
+
+def _runs(config: pytest.Config) -> list[dict[str, Any]]:
+    cached = getattr(config, "_kh_explore_runs", None)
+    if cached is None:
+        path = config.getoption("kh_explore_runs")
+        try:
+            cached = json.loads(Path(path).read_text())["runs"] if path else []
+        except (OSError, ValueError, KeyError) as e:
+            raise pytest.UsageError(f"--explore-runs {path}: not a runs file of kueue-harness explore ({e})") from None
+        config._kh_explore_runs = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def same_case(a: str, b: str) -> bool:
+    """Whether two node ids name the same test function, whatever their parameters or root folder
+    ("cases/x/test_a.py::test_b" and "/abs/cases/x/test_a.py::test_b[p1]")."""
+    def norm(n: str) -> tuple[str, str]:
+        path, _, func = n.partition("::")
+        return Path(path).name, func.split("[")[0]
+
+    pa, pb = a.partition("::")[0], b.partition("::")[0]
+    return norm(a) == norm(b) and (pa.endswith(pb) or pb.endswith(pa) or Path(pa).name == Path(pb).name)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kh_perturbation" not in metafunc.fixturenames or not metafunc.config.getoption("kh_explore_runs"):
+        return
+    mine = [r for r in _runs(metafunc.config) if same_case(r["case"], metafunc.definition.nodeid)]
+    if mine:
+        metafunc.parametrize("kh_perturbation", mine, ids=[r["id"] for r in mine], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def kh_perturbation(request: pytest.FixtureRequest):
+    """The perturbed run of a case under `--plan` or `--explore-runs` (module docstring); None otherwise."""
+    run = getattr(request, "param", None) or {}
+    plan = run.get("plan") or request.config.getoption("kh_plan")
+    if not plan or "case" not in request.fixturenames:
+        yield None
+        return
+    ctx = request.getfixturevalue("case")
+    p = PerturbedRun(ctx, str(plan), run, request.config)
+    request.node._kh_perturbed = p  # type: ignore[attr-defined]
+    p.begin()
+    try:
+        yield p
+    finally:
+        p.end(request.node.nodeid)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function):
+    """After a perturbed case's body returned (and before the plugin judges it): let the plan finish and
+    observe until the checkers can decide."""
+    res = yield
+    p = getattr(pyfuncitem, "_kh_perturbed", None)
+    if p is not None:
+        p.settle()
+    return res
+
+
+def explore_selection(declared: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The case's checkers plus EXPLORE_CHECKERS (the case's parameters win: its liveness jobs stay)."""
+    out = {k: dict(v or {}) for k, v in declared.items()}
+    for name in EXPLORE_CHECKERS:
+        out.setdefault(name, {})
+    return out
+
+
+class PerturbedRun:
+    """One case run under a plan (module docstring). `ctx`: the case's CaseContext; `plan`: its file;
+    `run`: the driver's record ({id, case, plan, moves, …}; empty under `--plan`)."""
+
+    def __init__(self, ctx: Any, plan: str, run: dict[str, Any], config: pytest.Config) -> None:
+        self.ctx, self.plan_file, self.run, self.config = ctx, plan, run, config
+        self.rule_ids: set[str] = set()
+        self.timeouts: list[float] = []
+        self.monitor: Any = None
+        self.started = time.time()
+        self.skipped: list[dict[str, Any]] = []
+
+    # ---- before the body -----------------------------------------------------------------------
+    def begin(self) -> None:
+        from harness.plans import load_plan
+
+        ctx = self.ctx
+        plan = load_plan(self.plan_file, namespace=ctx.ns, near=ctx.case_folder)
+        self.rule_ids = {r.id for r in plan.rules}
+        self.timeouts = [r.release.timeout for r in plan.rules if r.release is not None and r.release.timeout]
+        self.monitor = ctx.monitor(ctx.prefix)  # a context manager (the plugin's own monitor, when it runs one)
+        self.monitor.__enter__()
+        ctx.record("perturbed_run", run=self.run.get("id", ""), plan=plan.name, file=str(self.plan_file),
+                   moves=self.run.get("words", ""))
+        ctx.load_plan(self.plan_file)
+        ctx.step_wait = self.step_wait
+
+    def _holding(self) -> bool:
+        """Whether the proxy holds a flow of this run's plan now, or a process fault of it is under way."""
+        st = self.ctx.proxy.state()
+        if any(h.get("rule") in self.rule_ids for h in st.get("holds") or []):
+            return True
+        nem = getattr(self.ctx, "nemesis", None)
+        return bool(nem is not None and getattr(nem, "busy", lambda: False)())
+
+    def step_wait(self, read: Callable[[], Any], pred: Callable[[Any], bool], timeout: float, what: str) -> Any:
+        """A case's step under the plan: return `read()` once `pred` holds, or once the plan holds a flow,
+        or after min(`timeout`, EXPLORE_STEP) seconds; never raises (the skip is recorded)."""
+        t0 = time.time()
+        last: dict[str, Any] = {}
+
+        def probe() -> str | None:
+            obj = read()
+            last["obj"] = obj
+            if pred(obj):
+                return "held"
+            return "plan holds a request" if self._holding() else None
+
+        try:
+            how = wait_for(probe, timeout=min(timeout, EXPLORE_STEP), interval=0.05, what=what)
+        except WaitTimeout:
+            how = "timeout"
+        if how != "held":
+            rec = {"what": what, "why": how, "after": round(time.time() - t0, 3)}
+            self.skipped.append(rec)
+            self.ctx.record("step_skipped", **rec)
+        return last.get("obj")
+
+    # ---- after the body ------------------------------------------------------------------------
+    def settle(self) -> None:
+        """Wait (bounded) until the plan holds nothing, then observe until an invariant is violated or
+        liveness decided and SETTLE seconds passed; then the run is judged with explore_selection."""
+        ctx = self.ctx
+        bound = max(self.timeouts, default=0.0) + 5.0
+        try:
+            wait_for(lambda: not self._holding(), timeout=bound, interval=0.1,
+                     what="the plan's holds and process faults to end")
+        except WaitTimeout:
+            ctx.record("settle_problem", problem=f"the plan still held a flow after {bound:g}s")
+        ctx.selection = Selection(explore_selection(ctx.selection.checkers))
+        checkers = [c for c in ctx.selection.build() if REGISTRY[c.name].kind == "invariant"]
+        t0 = time.time()
+
+        def done() -> bool:
+            h = ctx.snapshot()
+            objs, names = ctx.objects(), ctx.names(h)
+            found = {c.name: c.check(h, objs, names) for c in checkers}
+            if any(f.result == "violated" for fs in found.values() for f in fs):
+                return True
+            live = found.get("liveness") or []
+            decided = all(f.result in ("held", "violated", "not applicable") for f in live)
+            return decided and time.time() - t0 >= SETTLE
+
+        try:
+            wait_for(done, timeout=LIVENESS_BOUND + 2.0, interval=0.2, what="the checkers to decide")
+        except WaitTimeout:
+            pass  # the checkers decide on what was seen
+
+    # ---- after the verdict ---------------------------------------------------------------------
+    def end(self, nodeid: str) -> None:
+        """Stop the monitor; write explore.json and a progress line (best effort: evidence, not verdict)."""
+        if self.monitor is not None:
+            self.monitor.__exit__(None, None, None)
+        ctx = self.ctx
+        try:
+            result = self.result(nodeid)
+            (ctx.dir / RESULT_FILE).write_text(json.dumps(result, indent=1, default=str))
+            art = getattr(self.config, "_kh_artifacts", None)
+            if art is not None:
+                line = {k: result[k] for k in ("run", "case", "verdict", "reason", "seconds")}
+                with open(Path(art) / PROGRESS_FILE, "a") as fh:
+                    fh.write(json.dumps(line) + "\n")
+        except Exception as e:  # noqa: BLE001 - the verdict stands without it; the driver says so
+            ctx.record("explore_result_not_written", error=f"{type(e).__name__}: {e}")
+
+    def result(self, nodeid: str) -> dict[str, Any]:
+        """What the driver reads (module docstring)."""
+        ctx = self.ctx
+        verdict = next((e for e in ctx.history.events if e.get("event") == "verdict"), None)
+        judged = getattr(ctx, "judged", None)
+        until = verdict["ts"] if verdict else time.time()
+        keep = ("held", "released", "failed", "hold_timeout", "hold_expired", "signalled", "signal_done", "delayed",
+                "reset")
+        events = []
+        for e in ctx.proxy.case_events():
+            if e.get("ts", 0) < ctx.history.started or e.get("ts", 0) > until:
+                continue
+            ev = e.get("event")
+            w = e.get("write") if isinstance(e.get("write"), dict) else None
+            if ev == "request" and w and w.get("namespace") == ctx.ns:
+                events.append({"ts": e["ts"], "event": ev, "flow": e.get("flow"), "write": {
+                    k: w.get(k) for k in ("kind", "namespace", "name", "write", "method", "subresource", "strict",
+                                          "suspend", "field_manager")}})
+            elif ev == "response" and e.get("namespace") == ctx.ns:
+                events.append({k: e.get(k) for k in ("ts", "event", "flow", "status", "resource_version", "write",
+                                                     "namespace", "name")})
+            elif ev in ("watch_event", "watch_event_dropped", "watch_event_delayed") and e.get("namespace") == ctx.ns:
+                events.append({k: e.get(k) for k in ("ts", "event", "type", "namespace", "name", "resource_version",
+                                                     "conditions", "admission", "rule")})
+            elif ev in keep and e.get("rule") in self.rule_ids:
+                events.append({k: e.get(k) for k in ("ts", "event", "rule", "flow", "stage", "status", "why", "ok")})
+        jobs = [str(e.get("job", "")).split("/")[-1] for e in ctx.history.events if e.get("event") == "job_created"]
+        findings = [{"check": f.check, "result": f.result, "summary": f.summary, "assumption": f.assumption,
+                     "evidence": f.evidence[:600]} for f in (judged.findings if judged is not None else [])]
+        return {
+            "run": self.run.get("id", ""), "case": nodeid, "plan": str(self.plan_file),
+            "verdict": verdict.get("verdict") if verdict else "error",
+            "reason": verdict.get("reason") if verdict else "no verdict (the case body failed)",
+            "findings": findings, "namespace": ctx.ns, "jobs": jobs, "steps_skipped": self.skipped,
+            "seconds": round(time.time() - self.started, 2), "events": events, "evidence": str(ctx.dir),
+        }
