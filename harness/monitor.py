@@ -2,7 +2,10 @@
 kube-apiserver, never through the proxy) re-run the quota checker on every event and record into the
 case's history the moment a violation starts and when it clears, so a transient oversubscription is
 caught, not only the final state. Also records when ClusterQueue status.flavorsReservation disagrees
-with the Workloads.
+with the Workloads. With `lifecycle`, it also records object lifecycle facts (deletions, a Workload's
+spec.active, reservations, evictions; harness/lifecycle.py) of the case's objects, and whether running Pods
+request more than their ClusterQueue's admitted Workloads hold: the facts the checkers of deletions,
+evictions, inactive Workloads and Pods judge (docs/history.md, source `monitor`).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from harness import checks
+from harness import checks, lifecycle
 
 
 class InvariantMonitor:
@@ -20,12 +23,24 @@ class InvariantMonitor:
     `record(event, source="monitor", **fields)` is called with "quota_violation_started" /
     "quota_violation_cleared" / "reservation_mismatch_started" / "reservation_mismatch_cleared".
     `cluster_queue_prefix` limits the check to the case's ClusterQueues (others may run in parallel).
+    With `lifecycle`, LocalQueues, Cohorts and the Pods of `namespace` are watched too, and the lifecycle
+    facts of the objects in scope (namespaced ones in `namespace`, cluster-scoped ones named with the
+    prefix) are recorded (harness/lifecycle.py lifecycle_events), plus "pods_over_quota_started" /
+    "pods_over_quota_cleared".
     """
 
-    def __init__(self, api_client, record: Callable[..., Any], cluster_queue_prefix: str) -> None:
+    def __init__(self, api_client, record: Callable[..., Any], cluster_queue_prefix: str,
+                 namespace: str | None = None, lifecycle: bool = False) -> None:
         self.api = api_client
         self.record = record
         self.prefix = cluster_queue_prefix
+        self.namespace = namespace
+        self.lifecycle = lifecycle
+        self.localqueues: dict[str, dict[str, Any]] = {}
+        self.cohorts: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.evictions: dict[str, int] = {}
+        self.open_pods: dict[tuple, lifecycle.PodsOverQuota] = {}
         self.workloads: dict[str, dict[str, Any]] = {}
         self.cluster_queues: dict[str, dict[str, Any]] = {}
         self.open_quota: dict[tuple, checks.QuotaFinding] = {}
@@ -47,7 +62,10 @@ class InvariantMonitor:
         self.stop()
 
     def start(self) -> None:
-        for plural, store in (("workloads", self.workloads), ("clusterqueues", self.cluster_queues)):
+        watched = [("workloads", self.workloads), ("clusterqueues", self.cluster_queues)]
+        if self.lifecycle:
+            watched += [("localqueues", self.localqueues), ("cohorts", self.cohorts), ("pods", self.pods)]
+        for plural, store in watched:
             t = threading.Thread(target=self._run, args=(plural, store), daemon=True, name=f"monitor-{plural}")
             t.start()
             self._threads.append(t)
@@ -63,21 +81,32 @@ class InvariantMonitor:
         from kubernetes import client, watch
 
         co = client.CustomObjectsApi(self.api)
+        kind = _KINDS[plural]
         while not self._stop.is_set():
             w = watch.Watch()
             self._watches.append(w)
             try:
                 # timeout_seconds bounds each watch so stop() is honoured even on a quiet stream.
-                for ev in w.stream(co.list_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", plural,
-                                   timeout_seconds=5):
+                if plural == "pods":
+                    stream = w.stream(client.CoreV1Api(self.api).list_namespaced_pod, self.namespace or "default",
+                                      timeout_seconds=5)
+                else:
+                    stream = w.stream(co.list_cluster_custom_object, "kueue.x-k8s.io", "v1beta2", plural,
+                                      timeout_seconds=5)
+                for ev in stream:
                     obj = ev["object"]
+                    if not isinstance(obj, dict):
+                        obj = self.api.sanitize_for_serialization(obj)
                     meta = obj.get("metadata") or {}
                     key = f"{meta.get('namespace', '')}/{meta.get('name')}"
                     with self._lock:
+                        prev = store.get(key)
                         if ev["type"] == "DELETED":
                             store.pop(key, None)
                         else:
                             store[key] = obj
+                        if self.lifecycle and self._in_scope(kind, meta):
+                            self._record_lifecycle(kind, ev["type"], obj, prev)
                         self._evaluate()
                     if self._stop.is_set():
                         break
@@ -89,7 +118,37 @@ class InvariantMonitor:
             finally:
                 w.stop()
 
+    def _in_scope(self, kind: str, meta: dict[str, Any]) -> bool:
+        if kind in ("ClusterQueue", "Cohort"):
+            return str(meta.get("name", "")).startswith(self.prefix)
+        return self.namespace is None or meta.get("namespace") == self.namespace
+
+    def _record_lifecycle(self, kind: str, ev_type: str, obj: dict[str, Any], prev: dict[str, Any] | None) -> None:
+        key = lifecycle.key_of(kind, obj)
+        # A re-listed watch (after its timeout) delivers every object again as ADDED: not a first sight.
+        for event, fields in lifecycle.lifecycle_events(kind, ev_type, obj, prev, self.evictions.get(key, 0)):
+            if event == "workload_evicted":
+                self.evictions[key] = fields["count"]
+            self.record(event, source="monitor", **fields)
+
+    def _evaluate_pods(self) -> None:
+        pods = [p for p in self.pods.values() if self.namespace is None or
+                (p.get("metadata") or {}).get("namespace") == self.namespace]
+        found = {(f.cluster_queue, f.resource): f for f in
+                 lifecycle.pods_over_quota(pods, self.workloads.values(), self.localqueues.values())}
+        for k, f in found.items():
+            if k not in self.open_pods:
+                self.record("pods_over_quota_started", source="monitor", finding=f.describe(), cluster_queue=f.cluster_queue,
+                            resource=f.resource, running_milli=f.running_milli, held_milli=f.held_milli, pods=list(f.pods))
+        for k, f in self.open_pods.items():
+            if k not in found:
+                self.record("pods_over_quota_cleared", source="monitor", finding=f.describe(), cluster_queue=f.cluster_queue,
+                            resource=f.resource)
+        self.open_pods = found
+
     def _evaluate(self) -> None:
+        if self.lifecycle and (self.pods or self.open_pods):
+            self._evaluate_pods()
         cqs = [c for c in self.cluster_queues.values() if c["metadata"]["name"].startswith(self.prefix)]
         if not cqs:
             return
@@ -117,3 +176,7 @@ class InvariantMonitor:
             if k not in mism:
                 self.record("reservation_mismatch_cleared", source="monitor", mismatch=m.describe())
         self.open_mismatch = mism
+
+
+_KINDS = {"workloads": "Workload", "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue", "cohorts": "Cohort",
+          "pods": "Pod"}

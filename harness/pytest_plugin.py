@@ -333,6 +333,11 @@ class CaseContext:
             "jobs": [self.cluster.api.sanitize_for_serialization(j) for j in self.cluster.batch.list_namespaced_job(self.ns).items],
             "clusterqueues": [c for c in self.cluster.list("ClusterQueue") if c["metadata"]["name"].startswith(self.prefix)],
         }
+        if self._monitor is not None:
+            # The lifecycle checkers judge these too (running_pods_within_quota: Pods against their Workloads).
+            objs["localqueues"] = self.cluster.list("LocalQueue", self.ns)
+            objs["pods"] = [self.cluster.api.sanitize_for_serialization(p)
+                            for p in self.cluster.core.list_namespaced_pod(self.ns).items]
         if not managed_fields:
             for group in objs.values():
                 for o in group:
@@ -449,7 +454,7 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
                checkers=ctx.selection.checkers)
     if kueue_env.proxy is not None:
         kueue_env.proxy.begin_case()
-    if any(getattr(REGISTRY.get(n), "needs_monitor", False) for n in ctx.selection.checkers):
+    if any(getattr(c, "needs_monitor", False) for c in ctx.selection.build()):
         # Checkers that judge object lifecycle facts (deletions, evictions, spec.active, Pods) read the
         # monitor's events: it runs for the whole case (harness/monitor.py, docs/history.md).
         from harness.monitor import InvariantMonitor

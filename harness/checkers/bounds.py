@@ -18,3 +18,16 @@ FLOOD_LINES = 100
 #: Such lines, all after the last fault was lifted and after the target's last watch delivery, that make
 #: a stuck preemption conclusive before LIVENESS_BOUND (Kueue's scheduler retries every ~10 ms).
 STUCK_LINES = 20
+#: Evictions (or preemptions) of one Workload within a case above which it is called thrashing: a
+#: Workload preempted, re-admitted and preempted again more often than this never makes progress
+#: (kubernetes-sigs/kueue#13662, fair-sharing preemption cycles).
+MAX_EVICTIONS = 3
+#: An object whose deletion started (metadata.deletionTimestamp) must be gone within this long: Kueue
+#: removes its own finalizers (kueue.x-k8s.io/resource-in-use, …) within a reconcile once nothing uses the
+#: object; a ClusterQueue stuck Terminating is kubernetes-sigs/kueue#10759.
+DELETION_BOUND = 10.0
+#: An inactive Workload's new quota reservation is "in flight" (a scheduling cycle that began before the
+#: deactivation) only when the admission write was sent before the deactivation was seen; without the
+#: proxy's record of that write, a reservation seen within this long after the deactivation cannot be told
+#: apart from one in flight (inconclusive), later it is a violation.
+INACTIVE_GRACE = 1.0

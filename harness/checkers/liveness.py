@@ -20,8 +20,11 @@ from harness.checkers.bounds import LIVENESS_BOUND, STUCK_LINES
 from harness.names import Names, case_t0, kobj_key
 
 
-def _subjects(history: History, jobs: tuple[str, ...], names: Names) -> dict[str, dict[str, Any]]:
-    """"ns/name" -> {"first": ts it started to wait, "targets": {"ns/name"}, "why": "preempting"|"named"}."""
+def _subjects(history: History, jobs: tuple[str, ...], names: Names,
+              workloads: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """"ns/name" -> {"first": ts it started to wait, "targets": {"ns/name"}, "why": "preempting"|"named"|
+    "workload"}. A named plain Workload ("name" in the case's namespace, or "ns/name") waits from when the
+    monitor first saw it (`workload_seen`), else Kueue's watch first delivered it, else the case's start."""
     out: dict[str, dict[str, Any]] = {}
     for e in history:
         if e.get("source") != "kueue" or e.get("event") != "log":
@@ -39,16 +42,25 @@ def _subjects(history: History, jobs: tuple[str, ...], names: Names) -> dict[str
             continue
         key = f"{names.ns}/{wl}"
         out.setdefault(key, {"first": created["ts"], "targets": set(), "why": "named"})
+    for wl in workloads:
+        key = wl if "/" in wl else f"{names.ns}/{wl}"
+        ns, _, name = key.partition("/")
+        seen = [e["ts"] for e in history if (e.get("source") == "monitor" and e.get("event") == "workload_seen"
+                                            and e.get("key") == key)
+                or (e.get("source") == "proxy" and e.get("event") == "watch_event" and e.get("name") == name
+                    and e.get("namespace") == ns)]
+        out.setdefault(key, {"first": min(seen) if seen else case_t0(history), "targets": set(), "why": "workload"})
     return out
 
 
 def _quota_at(history: History, key: str, since: float) -> list[float]:
     ns, _, name = key.partition("/")
-    return [e["ts"] for e in history if e["ts"] >= since and e.get("source") == "proxy" and (
+    return [e["ts"] for e in history if e["ts"] >= since and ((e.get("source") == "proxy" and (
         (e.get("event") == "watch_event" and e.get("name") == name and e.get("namespace") == ns
          and (e.get("conditions") or {}).get("QuotaReserved") == "True")
         or (e.get("event") == "response" and e.get("write") == "admission" and e.get("name") == name
-            and e.get("namespace") == ns and e.get("status") == 200))]
+            and e.get("namespace") == ns and e.get("status") == 200)))
+        or (e.get("source") == "monitor" and e.get("event") == "workload_quota_reserved" and e.get("key") == key))]
 
 
 def _held_now(history: History, name: str) -> bool:
@@ -109,7 +121,8 @@ def _stuck(history: History, preemptor: str, target: str, start: float) -> str |
 
 @register
 class Liveness:
-    """Every preempting Workload, and the Workloads of the named `jobs`, get quota within `bound` seconds
+    """Every preempting Workload, the Workloads of the named `jobs` and the named plain `workloads` ("name" in
+    the case's namespace or "ns/name"; their facts come from the invariant monitor), get quota within `bound` seconds
     after the last fault was lifted (or after they started waiting, when no fault was lifted later).
     Violated when one did not and the history covers that long, or as soon as it is conclusively stuck;
     inconclusive when the history ends sooner; not applicable with nothing to wait for."""
@@ -117,9 +130,16 @@ class Liveness:
     name: ClassVar[str] = "liveness"
     kind: ClassVar[str] = "invariant"
 
-    def __init__(self, bound: float = LIVENESS_BOUND, jobs: tuple[str, ...] | list[str] = ()) -> None:
+    def __init__(self, bound: float = LIVENESS_BOUND, jobs: tuple[str, ...] | list[str] = (),
+                 workloads: tuple[str, ...] | list[str] = ()) -> None:
         self.bound = float(bound)
         self.jobs = tuple(jobs)
+        self.workloads = tuple(workloads)
+
+    @property
+    def needs_monitor(self) -> bool:
+        """Plain Workloads are judged on the invariant monitor's facts (the plugin runs it for the case)."""
+        return bool(self.workloads)
 
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
         """Whether `check` already has its answer (every subject held or violated): the case may stop
@@ -129,7 +149,7 @@ class Liveness:
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)  # what the live verdict saw: clean-up after it is not judged
-        subjects = _subjects(history, self.jobs, names)
+        subjects = _subjects(history, self.jobs, names, self.workloads)
         if not subjects:
             return [Finding(self.name, "not applicable", "no preemption in the history",
                             "Kueue logged no preemption for the case's Workloads, and the case named no Workload "
@@ -147,8 +167,8 @@ class Liveness:
                 quota_at = [end]
             later = [t for t in lifts if t >= d["first"]]
             start = max(later) if later else d["first"]
-            since = "the last fault was lifted" if later else (
-                "its first preemption" if d["why"] == "preempting" else "its Job was created")
+            since = "the last fault was lifted" if later else {
+                "preempting": "its first preemption", "named": "its Job was created"}.get(d["why"], "it was first seen")
             who = names.wl(name)
             targets = ", ".join(names.wl(t.split('/')[-1]) for t in sorted(d["targets"]))
             waited = f"preempted {targets}" if targets else "waited for quota"

@@ -1,0 +1,280 @@
+"""The checkers beyond #11480 on synthetic histories (shapes as tests/unit/test_checkers.py): liveness of a
+named plain Workload, bounded evictions, deletion completes, running Pods within quota, inactive Workloads
+never scheduled; and the monitor's lifecycle facts they read (harness/lifecycle.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import lifecycle
+from harness import objects as o
+from harness.checkers import REGISTRY, Selection, compose, selection_with_defaults
+from harness.checkers.deletion import DeletionCompletes
+from harness.checkers.evictions import BoundedEvictions
+from harness.checkers.inactive import InactiveNeverScheduled
+from harness.checkers.liveness import Liveness
+from harness.checkers.pods_quota import RunningPodsWithinQuota
+from harness.names import Names
+from tests.unit.test_report import NS, ev
+
+KEY = f"{NS}/small"
+
+
+def start(end: float = 30.0) -> list[dict]:
+    """A case that started at 0 and reached its verdict at `end` (seen up to then)."""
+    return [ev(0, "harness", "case_started", case="cases/t.py::t", namespace=NS),
+            ev(end, "harness", "verdict", invariant="x", held=True, verdict="passed", reason="",
+               seen={"harness": 1e6 + end, "monitor": 1e6 + end, "proxy": 1e6 + end})]
+
+
+def judge(checker, h, objs=None):
+    h = sorted(h, key=lambda e: e["ts"])
+    return checker.check(h, objs or {}, Names(h))
+
+
+def results(found):
+    return [f.result for f in found]
+
+
+def test_the_new_checkers_are_registered_and_need_the_monitor():
+    for name in ("bounded_evictions", "deletion_completes", "running_pods_within_quota", "inactive_never_scheduled"):
+        assert REGISTRY[name].kind == "invariant" and REGISTRY[name]().needs_monitor
+    assert Liveness(workloads=["small"]).needs_monitor and not Liveness(jobs=["job2"]).needs_monitor
+
+
+# ---- lifecycle facts ---------------------------------------------------------------------------------
+
+def wl(rv: str, *, active=True, reserved=False, evicted=False, deleting=False, stats=None) -> dict:
+    b = o.workload("small", NS)
+    if not active:
+        b.inactive()
+    if reserved:
+        b.reserved_in("cq")
+    if evicted:
+        b.condition("Evicted", "True", "Preempted")
+    obj = b.obj()
+    obj["metadata"]["resourceVersion"] = rv
+    if deleting:
+        obj["metadata"].update(deletionTimestamp="2026-11-30T00:00:00Z", finalizers=["kueue.x-k8s.io/resource-in-use"])
+    if stats is not None:
+        obj["status"]["schedulingStats"] = {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": stats}]}
+    return obj
+
+
+def test_lifecycle_events_of_a_workload():
+    first = lifecycle.lifecycle_events("Workload", "ADDED", wl("1", active=False), None)
+    assert [e for e, _ in first] == ["workload_seen", "workload_active_changed"]
+    assert first[1][1] == {"key": KEY, "active": False, "resource_version": "1"}
+    got = lifecycle.lifecycle_events("Workload", "MODIFIED", wl("2", reserved=True), wl("1", active=False))
+    assert [e for e, _ in got] == ["workload_active_changed", "workload_quota_reserved"]
+    assert got[1][1]["cluster_queue"] == "cq" and got[1][1]["active"] is True
+    ev_ = lifecycle.lifecycle_events("Workload", "MODIFIED", wl("3", evicted=True, stats=2), wl("2", reserved=True), 1)
+    assert [e for e, _ in ev_] == ["workload_quota_released", "workload_evicted"]
+    assert ev_[1][1]["count"] == 2 and ev_[1][1]["evictions_total"] == 2 and ev_[1][1]["reason"] == "Preempted"
+    # The same Evicted=True again is no new eviction.
+    assert lifecycle.lifecycle_events("Workload", "MODIFIED", wl("4", evicted=True), wl("3", evicted=True)) == []
+
+
+def test_lifecycle_events_of_a_deletion():
+    cq = o.cluster_queue("p-cq").obj()
+    cq["metadata"].update(deletionTimestamp="2026-11-30T00:00:00Z", finalizers=["kueue.x-k8s.io/resource-in-use"],
+                          resourceVersion="7")
+    (deleting,) = lifecycle.lifecycle_events("ClusterQueue", "MODIFIED", cq, o.cluster_queue("p-cq").obj())
+    assert deleting == ("object_deleting", {"kind": "ClusterQueue", "key": "p-cq",
+                                            "finalizers": ["kueue.x-k8s.io/resource-in-use"],
+                                            "deletion_timestamp": "2026-11-30T00:00:00Z", "resource_version": "7"})
+    assert lifecycle.lifecycle_events("ClusterQueue", "MODIFIED", cq, cq) == []
+    assert lifecycle.lifecycle_events("ClusterQueue", "DELETED", cq, cq)[0][0] == "object_deleted"
+
+
+# ---- liveness of a named plain Workload -------------------------------------------------------------
+
+def test_named_workload_gets_quota_within_the_bound():
+    h = start() + [ev(1, "monitor", "workload_seen", key=KEY, queue="lq", active=True),
+                   ev(2.5, "monitor", "workload_quota_reserved", key=KEY, cluster_queue="cq", active=True)]
+    (f,) = judge(Liveness(workloads=["small"], bound=5), h)
+    assert f.result == "held" and "1.50s after it was first seen" in f.evidence
+
+
+def test_named_workload_never_admitted_is_violated_after_the_bound_and_inconclusive_before():
+    h = [ev(1, "monitor", "workload_seen", key=KEY, queue="lq", active=True)]
+    assert results(judge(Liveness(workloads=[KEY], bound=5), start(30) + h)) == ["violated"]
+    assert results(judge(Liveness(workloads=[KEY], bound=50), start(30) + h)) == ["inconclusive"]
+
+
+# ---- bounded evictions ------------------------------------------------------------------------------
+
+def evictions(n: int, key: str = KEY) -> list[dict]:
+    return [ev(1 + i, "monitor", "workload_evicted", key=key, reason="Preempted", count=i + 1) for i in range(n)]
+
+
+def test_thrashing_is_violated_above_max_and_held_at_it():
+    (f,) = judge(BoundedEvictions(max=3), start() + evictions(4))
+    assert f.result == "violated" and "4 times" in f.evidence and "Preempted ×4" in f.evidence
+    assert results(judge(BoundedEvictions(max=3), start() + evictions(3))) == ["held"]
+    assert BoundedEvictions(max=3).decided(sorted(start() + evictions(4), key=lambda e: e["ts"]), {}, Names([]))
+
+
+def test_evictions_from_watch_deliveries_when_the_monitor_did_not_see_the_workload():
+    h = start()
+    for i, evicted in enumerate([False, True, False, True, True, False, True]):
+        h.append(ev(1 + i, "proxy", "watch_event", namespace=NS, name="job-x", type="MODIFIED",
+                    conditions={"Evicted": "True" if evicted else "False"}))
+    (f,) = judge(BoundedEvictions(max=2), h)
+    assert f.result == "violated" and "3 times" in f.evidence
+
+
+def test_no_eviction_is_not_applicable_unless_a_workload_is_named():
+    assert results(judge(BoundedEvictions(), start())) == ["not applicable"]
+    assert results(judge(BoundedEvictions(workloads=["small"]), start())) == ["held"]
+    with pytest.raises(ValueError):
+        BoundedEvictions(max=-1)
+
+
+# ---- deletion completes -----------------------------------------------------------------------------
+
+def deleting(t: float, kind="ClusterQueue", key="p-cq") -> dict:
+    return ev(t, "monitor", "object_deleting", kind=kind, key=key, finalizers=["kueue.x-k8s.io/resource-in-use"],
+              deletion_timestamp="x")
+
+
+def test_stuck_terminating_is_violated_with_its_finalizers():
+    (f,) = judge(DeletionCompletes(bound=10), start(30) + [deleting(5)])
+    assert f.result == "violated" and "stuck Terminating" in f.summary and "resource-in-use" in f.evidence
+
+
+def test_deleted_in_time_held_late_violated_short_history_inconclusive():
+    gone = ev(6, "monitor", "object_deleted", kind="ClusterQueue", key="p-cq", finalizers=[])
+    assert results(judge(DeletionCompletes(bound=10), start(30) + [deleting(5), gone])) == ["held"]
+    late = dict(gone, ts=gone["ts"] + 20)
+    assert results(judge(DeletionCompletes(bound=10), start(30) + [deleting(5), late])) == ["violated"]
+    assert results(judge(DeletionCompletes(bound=10), start(8) + [deleting(5)])) == ["inconclusive"]
+    assert results(judge(DeletionCompletes(kinds=["Workload"]), start(30) + [deleting(5)])) == ["not applicable"]
+    with pytest.raises(ValueError, match="unknown kind"):
+        DeletionCompletes(kinds=["Node"])
+
+
+def test_teardown_deletions_after_the_verdict_are_not_judged():
+    assert results(judge(DeletionCompletes(), start(30) + [deleting(31)])) == ["not applicable"]
+
+
+# ---- running Pods within quota ----------------------------------------------------------------------
+
+def pod(name: str, owner_uid: str, cpu: str, phase: str = "Running") -> dict:
+    return {"metadata": {"name": name, "namespace": NS, "uid": f"pod-{name}",
+                         "ownerReferences": [{"kind": "Job", "name": "j", "uid": owner_uid}]},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": phase}}
+
+
+def job_workload(name: str, owner_uid: str, cpu: str | None, queue: str = "lq") -> dict:
+    b = o.workload(name, NS).queue(queue)
+    if cpu is not None:
+        b.reserved_in("cq").assignment("rf", cpu=cpu)
+    else:
+        b.pod_set("main", 1, cpu="1")
+    w = b.obj()
+    w["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": owner_uid}]
+    return w
+
+
+LQ = o.local_queue("lq", NS, "cq").obj()
+
+
+def test_pods_of_an_evicted_workload_still_running_are_over_quota():
+    wls = [job_workload("a", "u-a", "1"), job_workload("b", "u-b", None)]  # b holds no quota
+    pods = [pod("a-0", "u-a", "1"), pod("b-0", "u-b", "1")]
+    (f,) = lifecycle.pods_over_quota(pods, wls, [LQ])
+    assert (f.cluster_queue, f.resource, f.running_milli, f.held_milli) == ("cq", "cpu", 2000, 1000)
+    assert f.pods == (f"{NS}/a-0", f"{NS}/b-0")
+    # Pending Pods, and Pods of an unknown Workload, do not count.
+    assert lifecycle.pods_over_quota([pod("a-0", "u-a", "1"), pod("b-0", "u-b", "1", phase="Pending"),
+                                      pod("x-0", "u-x", "5")], wls, [LQ]) == []
+    checker = RunningPodsWithinQuota()
+    (v,) = checker.check(start(), {"pods": pods, "workloads": wls, "localqueues": [LQ]}, Names([]))
+    assert v.result == "violated" and "2000m cpu" in v.evidence
+
+
+def test_pods_over_quota_from_the_monitor_and_not_applicable_without_pods():
+    h = start() + [ev(3, "monitor", "pods_over_quota_started", finding="ClusterQueue cq: …", cluster_queue="cq",
+                      resource="cpu", running_milli=2000, held_milli=1000, pods=["a", "b"]),
+                   ev(4, "monitor", "pods_over_quota_cleared", finding="…", cluster_queue="cq", resource="cpu")]
+    (f,) = judge(RunningPodsWithinQuota(), h)
+    assert f.result == "violated" and "for 1.00s" in f.evidence
+    assert results(judge(RunningPodsWithinQuota(), start())) == ["not applicable"]
+    ok = {"pods": [pod("a-0", "u-a", "1")], "workloads": [job_workload("a", "u-a", "1")], "localqueues": [LQ]}
+    assert results(judge(RunningPodsWithinQuota(), start(), ok)) == ["held"]
+
+
+# ---- inactive workloads never scheduled -------------------------------------------------------------
+
+def deactivated(t: float) -> dict:
+    return ev(t, "monitor", "workload_active_changed", key=KEY, active=False, resource_version="5")
+
+
+def reserved(t: float, rv: str = "9", active: bool = False) -> dict:
+    return ev(t, "monitor", "workload_quota_reserved", key=KEY, cluster_queue="cq", active=active, resource_version=rv)
+
+
+def admission_write(sent: float, answered: float, rv: str = "9") -> list[dict]:
+    return [ev(sent, "proxy", "request", flow=7, method="PATCH", write={"kind": "Workload", "name": "small"}),
+            ev(answered, "proxy", "response", flow=7, status=200, resource_version=rv, write="admission",
+               namespace=NS, name="small")]
+
+
+def test_reservation_after_the_deactivation_was_seen_is_violated():
+    h = start() + [deactivated(2)] + admission_write(2.2, 2.3) + [reserved(2.35)]
+    (f,) = judge(InactiveNeverScheduled(), h)
+    assert f.result == "violated" and "after the deactivation was seen" in f.evidence
+
+
+def test_reservation_in_flight_is_not_a_violation():
+    h = start() + admission_write(1.9, 2.1) + [deactivated(2), reserved(2.15)]
+    (f,) = judge(InactiveNeverScheduled(), h)
+    assert f.result == "held" and "in flight" in f.summary
+
+
+def test_without_the_write_grace_decides():
+    assert results(judge(InactiveNeverScheduled(grace=1), start() + [deactivated(2), reserved(2.5)])) == ["inconclusive"]
+    assert results(judge(InactiveNeverScheduled(grace=1), start() + [deactivated(2), reserved(4)])) == ["violated"]
+
+
+def test_reactivated_workload_may_be_scheduled_and_untouched_is_held():
+    react = ev(3, "monitor", "workload_active_changed", key=KEY, active=True, resource_version="6")
+    assert results(judge(InactiveNeverScheduled(), start() + [deactivated(2), react, reserved(5, active=True)])) == ["held"]
+    assert results(judge(InactiveNeverScheduled(), start() + [deactivated(2)])) == ["held"]
+    assert results(judge(InactiveNeverScheduled(), start())) == ["not applicable"]
+
+
+def test_composed_by_name_like_a_case_declares_them():
+    h = sorted(start() + evictions(5) + [deleting(2)], key=lambda e: e["ts"])
+    sel = Selection(selection_with_defaults({"bounded_evictions": {"max": 2}, "deletion_completes": {"bound": 5},
+                                             "inactive_never_scheduled": {}, "running_pods_within_quota": {}}))
+    v = compose(sel, h, {})
+    assert v.verdict == "reproduced"
+    assert {f.check for f in v.findings if f.result == "violated"} == {"bounded_evictions", "deletion_completes"}
+
+
+# ---- the monitor records them (its watch threads call these per event) ------------------------------
+
+def test_monitor_records_lifecycle_facts_of_objects_in_scope_only():
+    from harness.monitor import InvariantMonitor
+
+    got = []
+    m = InvariantMonitor(None, lambda event, source, **f: got.append((event, f)), "p-", namespace=NS, lifecycle=True)
+    assert m._in_scope("Workload", {"namespace": NS}) and not m._in_scope("Workload", {"namespace": "other"})
+    assert m._in_scope("ClusterQueue", {"name": "p-cq"}) and not m._in_scope("ClusterQueue", {"name": "q-cq"})
+    m._record_lifecycle("Workload", "ADDED", wl("1", reserved=True), None)
+    m._record_lifecycle("Workload", "MODIFIED", wl("2", evicted=True), wl("1", reserved=True))
+    m._record_lifecycle("Workload", "MODIFIED", wl("3", reserved=True), wl("2", evicted=True))
+    m._record_lifecycle("Workload", "MODIFIED", wl("4", evicted=True), wl("3", reserved=True))
+    assert [f["count"] for e, f in got if e == "workload_evicted"] == [1, 2]
+    # Running Pods over quota open and clear once each.
+    m.workloads = {"a": job_workload("a", "u-a", "1"), "b": job_workload("b", "u-b", None)}
+    m.localqueues = {"lq": LQ}
+    m.pods = {"a": pod("a-0", "u-a", "1"), "b": pod("b-0", "u-b", "1")}
+    m._evaluate_pods()
+    m._evaluate_pods()
+    m.pods.pop("b")
+    m._evaluate_pods()
+    assert [e for e, _ in got if e.startswith("pods_over_quota")] == ["pods_over_quota_started", "pods_over_quota_cleared"]
