@@ -128,6 +128,21 @@ class ClusterQueueBuilder(_QuotaHolder):
         self._obj["spec"].setdefault("preemption", {}).update(policy)
         return self
 
+    def borrow_within_cohort(self, policy: str = "LowerPriority",
+                             max_priority_threshold: int | None = None) -> "ClusterQueueBuilder":
+        """spec.preemption.borrowWithinCohort: preempt in the cohort while borrowing (`policy` Never or
+        LowerPriority; only Workloads at or below `max_priority_threshold`). apis/kueue/v1beta2/clusterqueue_types.go."""
+        bwc: dict[str, Any] = {"policy": policy}
+        if max_priority_threshold is not None:
+            bwc["maxPriorityThreshold"] = max_priority_threshold
+        self._obj["spec"].setdefault("preemption", {})["borrowWithinCohort"] = bwc
+        return self
+
+    def stop_policy(self, policy: str = "Hold") -> "ClusterQueueBuilder":
+        """spec.stopPolicy: Hold (admit nothing new) or HoldAndDrain (also evict what is admitted)."""
+        self._obj["spec"]["stopPolicy"] = policy
+        return self
+
     def cohort(self, name: str, *, field: str = "cohortName") -> "ClusterQueueBuilder":
         """Join cohort `name` (spec.cohortName; `field="cohort"` for the older spelling)."""
         self._obj["spec"][field] = name
@@ -146,6 +161,26 @@ def cluster_queue(name: str) -> ClusterQueueBuilder:
         "apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name},
         "spec": {"namespaceSelector": {}},
     })
+
+
+def cluster_queues(*names: str, flavor: str, cohort: str | None = None, weights: dict[str, str] | None = None,
+                   **quotas: str | Quota) -> list[ClusterQueueBuilder]:
+    """Several ClusterQueues of one shape: each with `flavor` and the same `quotas` (`cpu="2"`,
+    `cpu=quota("2", borrow="1")`), in `cohort` when given, and a fair-sharing weight per name from `weights`
+    ({"cq-a": "2"}). Returns the builders in `names` order, to refine further (`.preemption(...)`).
+    Raises ValueError when `weights` names a ClusterQueue not in `names`."""
+    unknown = sorted(set(weights or {}) - set(names))
+    if unknown:
+        raise ValueError(f"weights names {', '.join(unknown)}, not among the ClusterQueues {', '.join(names)}")
+    out = []
+    for n in names:
+        b = cluster_queue(n).flavor(flavor, **quotas)
+        if cohort:
+            b.cohort(cohort)
+        if weights and n in weights:
+            b.fair_sharing(weights[n])
+        out.append(b)
+    return out
 
 
 class CohortBuilder(_QuotaHolder):
@@ -211,6 +246,16 @@ class WorkloadBuilder(_Builder):
         self._obj["spec"]["active"] = False
         return self
 
+    def active(self, flag: bool = True) -> "WorkloadBuilder":
+        """spec.active (a Workload is active unless it says false)."""
+        self._obj["spec"]["active"] = bool(flag)
+        return self
+
+    def priority(self, value: int) -> "WorkloadBuilder":
+        """spec.priority: the priority value itself (what a WorkloadPriorityClass would give it)."""
+        self._obj["spec"]["priority"] = int(value)
+        return self
+
     def reclaimable(self, pod_set: str, count: int) -> "WorkloadBuilder":
         self._obj.setdefault("status", {}).setdefault("reclaimablePods", []).append({"name": pod_set, "count": count})
         return self
@@ -222,7 +267,15 @@ def workload(name: str, namespace: str = "ns") -> WorkloadBuilder:
 
 
 class LocalQueueBuilder(_Builder):
-    pass
+    def fair_sharing(self, weight: str) -> "LocalQueueBuilder":
+        """spec.fairSharing.weight (a quantity string): the LocalQueue's weight in admission fair sharing."""
+        self._obj["spec"]["fairSharing"] = {"weight": weight}
+        return self
+
+    def stop_policy(self, policy: str = "Hold") -> "LocalQueueBuilder":
+        """spec.stopPolicy: Hold or HoldAndDrain."""
+        self._obj["spec"]["stopPolicy"] = policy
+        return self
 
 
 def local_queue(name: str, namespace: str, cluster_queue: str) -> LocalQueueBuilder:

@@ -191,3 +191,27 @@ def test_builders_for_cohorts_fair_sharing_policies_workloads_and_finalizers() -
     assert w["spec"]["queueName"] == "lq" and w["spec"]["active"] is False
     assert w["spec"]["priorityClassSource"] == "kueue.x-k8s.io/workloadpriorityclass"
     assert w["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
+
+
+def test_several_cluster_queues_in_one_cohort_with_fair_sharing_weights() -> None:
+    a, b = objects.cluster_queues("cq-a", "cq-b", flavor="rf", cohort="team", weights={"cq-a": "2"},
+                                  cpu=objects.quota("2", borrow="1"))
+    a, b = a.borrow_within_cohort("LowerPriority", max_priority_threshold=100).obj(), b.obj()
+    for cq in (a, b):
+        assert cq["spec"]["cohortName"] == "team"
+        assert cq["spec"]["resourceGroups"] == [{"coveredResources": ["cpu"], "flavors": [
+            {"name": "rf", "resources": [{"name": "cpu", "nominalQuota": "2", "borrowingLimit": "1"}]}]}]
+    assert a["spec"]["fairSharing"] == {"weight": "2"} and "fairSharing" not in b["spec"]
+    assert a["spec"]["preemption"] == {"borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}}
+    with pytest.raises(ValueError, match="cq-c"):
+        objects.cluster_queues("cq-a", flavor="rf", weights={"cq-c": "1"}, cpu="1")
+
+
+def test_stop_policies_local_queue_weight_and_workload_priority_and_active() -> None:
+    assert objects.cluster_queue("c").stop_policy("HoldAndDrain").obj()["spec"]["stopPolicy"] == "HoldAndDrain"
+    lq = objects.local_queue("lq", "ns", "c").fair_sharing("3").stop_policy().obj()
+    assert lq["spec"] == {"clusterQueue": "c", "fairSharing": {"weight": "3"}, "stopPolicy": "Hold"}
+    w = objects.workload("w", "ns").priority(500).inactive().active().finalizer("example.com/keep").obj()
+    assert w["spec"]["priority"] == 500 and w["spec"]["active"] is True
+    assert w["metadata"]["finalizers"] == ["example.com/keep"]
+    assert objects.workload("w").active(False).obj()["spec"]["active"] is False
