@@ -173,7 +173,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         from harness.plans import load_plan
 
         load_plan(args.plan)  # file:line errors before anything starts
-    s = session.start(name, spec, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept)
+    s = session.start(name, spec, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept, pods=args.pods)
     n = session.name_option(name)
     kubectl = (f"  kubectl {versions.KUBERNETES_VERSION} (built, if yours differs):    {s['kubectl']}\n" if s.get("kubectl")
                else "  kubectl:                                      your own (none built: Go is not on PATH)\n")
@@ -184,6 +184,9 @@ kueue-harness session {name} is up (Kueue {s['kueue_version']}; supervisor pid {
   proxy control channel (loopback, token):      127.0.0.1:{s['control_port']} (token in {s['control_token_file']})""")
     if s.get("web_url"):
         print(f"  mitmweb UI (loopback only, no login):        {s['web_url']}")
+    if s.get("pods"):
+        print(f"  Pods run (kube-scheduler {s['pods'].get('kube_scheduler')}, kwok {s['pods'].get('kwok')}): "
+              "create Nodes annotated kwok.x-k8s.io/node=fake (docs/pods.md)")
     print(f"""  evidence:                                     {s['artifacts']}
 Next: `kueue-harness holds{n}`, `kueue-harness release{n} ID`, `kueue-harness plan load{n} FILE`,
       `kueue-harness logs{n}`, `kueue-harness down{n}` (docs/manual-session.md walks through scenario 1).""")
@@ -650,6 +653,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "e.g. '~q & ~m PATCH & ~u /workloads/[^/]+/status\\b' (~u sees the query string, "
                                        "so not 'status$'); or by the addon's label: '~comment ^admission'")
     u.add_argument("--artifacts-dir", help="where the session's logs and events go")
+    u.add_argument("--pods", action="store_true",
+                   help="Pods that run: start kube-scheduler and kwok too, so Pods bound to kwok's fake Nodes run "
+                        "(create Nodes annotated kwok.x-k8s.io/node=fake; docs/pods.md)")
     _add_name(u, "a name for this session, so several can run side by side (default: default)")
     u.set_defaults(func=_cmd_up)
     st = sub.add_parser("status", help="is a session running; its processes, rules and holds")

@@ -1,7 +1,7 @@
 """Fluent builders for Kueue's and Kubernetes' objects — ResourceFlavor, ClusterQueue (quotas with
 borrowing/lending limits, cohorts, fair-sharing weight, preemption policies), Cohort (hierarchical),
-LocalQueue, WorkloadPriorityClass, Workload, batch/v1 Job, finalizers — one module for cases, plans and
-unit tests; and a small client that creates and reads them directly from
+LocalQueue, WorkloadPriorityClass, Workload, batch/v1 Job, finalizers, kwok-managed Node — one module
+for cases, plans and unit tests; and a small client that creates and reads them directly from
 kube-apiserver (never through the fault proxy). API shapes: Kueue v0.17 apis/kueue/v1beta2.
 """
 
@@ -310,7 +310,8 @@ class JobBuilder(_Builder):
 
 
 def job(name: str, namespace: str) -> JobBuilder:
-    """A batch/v1 Job created suspended; no kubelet runs here, so its Pods stay Pending."""
+    """A batch/v1 Job created suspended. Its Pods stay Pending unless the case asks for Pods that run
+    (`@pytest.mark.pods`: kube-scheduler binds them to kwok's Nodes, harness/env/pods.py)."""
     return JobBuilder({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": namespace, "labels": {}},
@@ -322,6 +323,91 @@ def job(name: str, namespace: str) -> JobBuilder:
                                 "resources": {"requests": {}}}],
             }},
         },
+    })
+
+
+#: The Node annotation kwok's controller selects the Nodes it manages by (harness/env/pods.py runs kwok with
+#: --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake, kwok's own convention).
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+#: A Pod annotated with this ("Succeeded" or "Failed") is ended in that phase by kwok (harness/env/pods.py).
+FINISH_ANNOTATION = "kueue-harness.x-k8s.io/finish"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: Topology levels by short name, for NodeBuilder.topology(): the well-known zone label and the block and
+#: rack labels of Kueue's own tests (pkg/util/testing/defaults.go), which a Topology's levels can name.
+TOPOLOGY_LABELS = {"zone": "topology.kubernetes.io/zone", "block": "cloud.provider.com/topology-block",
+                   "rack": "cloud.provider.com/topology-rack", "hostname": HOSTNAME_LABEL}
+
+
+class NodeBuilder(_Builder):
+    """A fake Node that kwok manages (annotated KWOK_NODE_ANNOTATION): Ready once kwok sees it; the Pods
+    kube-scheduler binds to it turn Running and Ready. Capacity and allocatable are set at creation (a Node
+    may be created with its status; kwok's node-initialize Stage keeps them)."""
+
+    def capacity(self, resources: dict[str, str] | None = None, **res: str) -> "NodeBuilder":
+        """status.capacity and status.allocatable, per resource (`cpu="8"`, `memory="32Gi"`, `pods="110"`;
+        extended resources in `resources`: {"nvidia.com/gpu": "4"}). Replaces what was set for them."""
+        both = {**(resources or {}), **res}
+        for key in ("capacity", "allocatable"):
+            self._obj["status"][key].update(both)
+        return self
+
+    def allocatable(self, resources: dict[str, str] | None = None, **res: str) -> "NodeBuilder":
+        """status.allocatable only (less than capacity: what the scheduler and Kueue's TAS count)."""
+        self._obj["status"]["allocatable"].update({**(resources or {}), **res})
+        return self
+
+    def labels(self, labels: dict[str, str]) -> "NodeBuilder":
+        """Add metadata.labels (e.g. the node labels a ResourceFlavor's spec.nodeLabels selects)."""
+        self._obj["metadata"].setdefault("labels", {}).update(labels)
+        return self
+
+    def topology(self, **levels: str) -> "NodeBuilder":
+        """Topology labels by short name (TOPOLOGY_LABELS): `.topology(zone="z1", block="b1", rack="r1")`.
+        kubernetes.io/hostname is the Node's name already. Raises ValueError for an unknown level name (use
+        .labels() for any other label)."""
+        unknown = sorted(set(levels) - set(TOPOLOGY_LABELS))
+        if unknown:
+            raise ValueError(f"unknown topology level(s) {', '.join(unknown)}: use {', '.join(TOPOLOGY_LABELS)}, "
+                             "or .labels({...}) for another label")
+        return self.labels({TOPOLOGY_LABELS[k]: v for k, v in levels.items()})
+
+    def taint(self, key: str, value: str | None = None, effect: str = "NoSchedule") -> "NodeBuilder":
+        """Add spec.taints entry (`effect`: NoSchedule, PreferNoSchedule or NoExecute)."""
+        t: dict[str, str] = {"key": key, "effect": effect}
+        if value is not None:
+            t["value"] = value
+        self._obj["spec"].setdefault("taints", []).append(t)
+        return self
+
+    def unschedulable(self) -> "NodeBuilder":
+        """spec.unschedulable=true (cordoned)."""
+        self._obj["spec"]["unschedulable"] = True
+        return self
+
+    def unmanaged(self) -> "NodeBuilder":
+        """Without kwok's annotation: no controller touches it, so it never turns Ready and Pods bound to it
+        stay Pending (a node whose kubelet is gone)."""
+        self._obj["metadata"]["annotations"].pop(KWOK_NODE_ANNOTATION[0], None)
+        return self
+
+    def renamed(self, name: str) -> "NodeBuilder":
+        """A copy named `name` (its hostname label too), e.g. with a case's prefix."""
+        b = NodeBuilder(self.obj())
+        b._obj["metadata"]["name"] = name
+        b._obj["metadata"]["labels"][HOSTNAME_LABEL] = name
+        return b
+
+
+def node(name: str, cpu: str = "8", memory: str = "32Gi", pods: str = "110") -> NodeBuilder:
+    """A kwok-managed Node `name` with capacity = allocatable `cpu`, `memory`, `pods` and the label
+    kubernetes.io/hostname=`name` (as a kubelet sets it)."""
+    res = {"cpu": cpu, "memory": memory, "pods": pods}
+    return NodeBuilder({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {HOSTNAME_LABEL: name},
+                     "annotations": {KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1]}},
+        "spec": {},
+        "status": {"capacity": dict(res), "allocatable": dict(res)},
     })
 
 
@@ -353,6 +439,8 @@ class Cluster:
             return self.api.sanitize_for_serialization(created)
         if kind == "Namespace":
             return self.api.sanitize_for_serialization(self.core.create_namespace(obj))
+        if kind == "Node":
+            return self.api.sanitize_for_serialization(self.core.create_node(obj))
         group, version = obj["apiVersion"].split("/")
         plural = _PLURAL[kind]
         if ns:
@@ -384,6 +472,15 @@ class Cluster:
 
     def job(self, namespace: str, name: str) -> dict[str, Any]:
         return self.api.sanitize_for_serialization(self.batch.read_namespaced_job(name, namespace))
+
+    def pods_of_job(self, namespace: str, job_name: str) -> list[dict[str, Any]]:
+        """The Pods of batch/v1 Job `job_name`, by the label its controller sets (batch.kubernetes.io/job-name,
+        k8s pkg/controller/job), as dicts."""
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/job-name={job_name}")
+        return [self.api.sanitize_for_serialization(p) for p in pods.items]
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.api.sanitize_for_serialization(self.core.read_node(name))
 
 
 def webhooks_answer(api_client) -> bool:

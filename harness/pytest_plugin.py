@@ -143,6 +143,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         _bug(item)  # an unknown issue is a usage error now, not a KeyError mid-run
         _declared_kueue_config(item)  # so is a bad @pytest.mark.kueue_config
+        _pods_nodes(item)  # and a bad @pytest.mark.pods
 
 
 def _declared_kueue_config(item: pytest.Item):
@@ -162,6 +163,27 @@ def _declared_kueue_config(item: pytest.Item):
         return kueue_config.parse(dict(m.kwargs), where)
     except kueue_config.KueueConfigError as e:
         raise pytest.UsageError(str(e)) from None
+
+
+def _pods_nodes(item: pytest.Item) -> list[Any] | None:
+    """The Nodes of the case's `@pytest.mark.pods(nodes=[harness.objects.node(...), ...])` (one default Node,
+    "node-1", for a bare `@pytest.mark.pods`), or None without the marker. Raises pytest.UsageError for
+    anything but a list of Node builders."""
+    from harness import objects as o
+
+    m = item.get_closest_marker("pods")
+    if m is None:
+        return None
+    where = f"{item.nodeid}: @pytest.mark.pods"
+    if m.args or set(m.kwargs) - {"nodes"}:
+        raise pytest.UsageError(f"{where}: takes one keyword, nodes=[harness.objects.node(name, ...), ...]")
+    nodes = m.kwargs.get("nodes", [o.node("node-1")])
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, o.NodeBuilder) for n in nodes):
+        raise pytest.UsageError(f"{where}: nodes= is a list of harness.objects.node(...) builders, got {nodes!r}")
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise pytest.UsageError(f"{where}: two Nodes named alike in {names}")
+    return list(nodes)
 
 
 def _expect_on(item: pytest.Item, env: Any) -> None:
@@ -277,6 +299,8 @@ class CaseContext:
     judged: Any = None
     #: The Kueue configuration the case declared (its kueue_config marker; harness/kueue_config.py).
     kueue_declared: Any = None
+    #: Nodes the case created (its `pods` marker, add_nodes()): the name it gave → the Node's name.
+    nodes: dict[str, str] = field(default_factory=dict)
     #: The invariant monitor the plugin runs for checkers that read its facts (`needs_monitor`), or None.
     _monitor: Any = None
     _log_lines: list[dict[str, Any]] = field(default_factory=list)
@@ -302,6 +326,43 @@ class CaseContext:
         if res["restarted"]:
             self.expected_kueue_restarts += 1
         return res
+
+    # ---- Pods that run (harness/env/pods.py) ----------------------------------------------------
+    def add_nodes(self, *nodes: Any) -> dict[str, str]:
+        """Pods that run: start kube-scheduler and kwok if they are not running yet (env.start_pods(), kept
+        for the session), create each Node (harness.objects.node builders) named "<prefix>-<name>" and wait
+        until it is Ready and schedulable. Recorded as `nodes_created`; deleted at the end of the case.
+        Returns {name: Node name}. Raises HarnessError on a target without them, WaitTimeout."""
+        from harness.env import pods
+
+        if not hasattr(self.env, "start_pods"):
+            raise HarnessError("Pods that run (kube-scheduler + kwok Nodes) need --target local")
+        part = self.env.start_pods()
+        renamed = [n.renamed(f"{self.prefix}-{n.name}") for n in nodes]
+        self.nodes.update({n.name: r.name for n, r in zip(nodes, renamed)})
+        pods.create_nodes(self.cluster, renamed)
+        self.record("nodes_created", nodes=[r.name for r in renamed],
+                    labels={r.name: r.obj()["metadata"]["labels"] for r in renamed},
+                    capacity={r.name: r.obj()["status"]["capacity"] for r in renamed},
+                    kube_scheduler=part.versions.get("kube_scheduler"), kwok=part.versions.get("kwok"))
+        return {n.name: r.name for n, r in zip(nodes, renamed)}
+
+    def node_name(self, name: str) -> str:
+        """The Node name of the case's Node `name` (as given to the pods marker or add_nodes()). Raises
+        KeyError naming the Nodes it has."""
+        if name not in self.nodes:
+            raise KeyError(f"the case has no Node {name!r} (it has: {', '.join(self.nodes) or 'none'})")
+        return self.nodes[name]
+
+    def finish_pods(self, job: str, phase: str = "Succeeded") -> list[str]:
+        """Finish the Pods of the case's batch/v1 Job `job` on demand ("Succeeded" or "Failed"): kwok ends
+        each one that runs (harness/env/pods.finish_job_pods). Recorded as `pods_finished`; returns the Pods'
+        names. The Job controller and Kueue then see them finish."""
+        from harness.env import pods
+
+        names = pods.finish_job_pods(self.cluster, self.ns, job, phase)
+        self.record("pods_finished", job=f"{self.ns}/{job}", phase=phase, pods=names)
+        return names
 
     @property
     def proxy(self):
@@ -461,6 +522,9 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
 
         ctx._monitor = InvariantMonitor(cluster.api, ctx.history.record, ctx.prefix, namespace=ctx.ns,
                                         lifecycle=True).__enter__()
+    nodes = _pods_nodes(request.node)
+    if nodes is not None:
+        ctx.add_nodes(*nodes)  # Pods that run: kube-scheduler and kwok start now, the first time a case asks
     yield ctx
     if ctx._monitor is not None:
         ctx._monitor.stop()
@@ -482,6 +546,7 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     if not (ctx.dir / "objects.yaml").exists():
         _dump_objects(ctx)
     _delete_case_objects(ctx)
+    _delete_case_nodes(ctx)
     ctx.record("case_finished")
     ctx.history.finalize(proxy.events() if proxy else [], kueue_env.kueue_log, ctx.workload_keys)
     if problems and not kueue_env.kueue_alive() and hasattr(kueue_env, "restart_kueue"):
@@ -534,6 +599,36 @@ def _delete_case_objects(ctx: CaseContext) -> None:
         ctx.record("case_objects_deleted", namespace=ctx.ns)
     except ApiException as e:
         ctx.record("case_objects_not_deleted", error=f"{e.status} {e.reason}")
+
+
+def _delete_case_nodes(ctx: CaseContext, timeout: float = 10.0) -> None:
+    """Delete the case's Nodes once the Pods of its namespace are gone (at most `timeout` seconds): kwok
+    removes a deleted Pod only while it manages the Pod's Node, so a Node deleted first would leave its Pods
+    (and the namespace) terminating. Recorded as `case_nodes_deleted` with the Pods still there. Best effort."""
+    from kubernetes.client.exceptions import ApiException
+
+    if not ctx.nodes:
+        return
+    c = ctx.cluster
+    left: list[str] = []
+
+    def pods_gone() -> bool:
+        left[:] = [p.metadata.name for p in c.core.list_namespaced_pod(ctx.ns).items]
+        return not left
+
+    try:
+        wait_for(pods_gone, timeout=timeout, interval=0.1, what=f"the Pods of {ctx.ns} to be deleted")
+    except WaitTimeout:
+        pass  # the Nodes go anyway: the next case must not get them
+    deleted = []
+    for name in ctx.nodes.values():
+        try:
+            c.core.delete_node(name)
+            deleted.append(name)
+        except ApiException as e:
+            if e.status != 404:
+                ctx.record("case_objects_not_deleted", error=f"Node {name}: {e.status} {e.reason}")
+    ctx.record("case_nodes_deleted", nodes=deleted, pods_left=list(left))
 
 
 def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, problems: list[str]) -> None:
@@ -717,6 +812,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             versions.KUBERNETES_VERSION if session.config.getoption("--target") == "local" else None),
         "target": session.config.getoption("--target"),
         "environment_ready_seconds": round(env.started.get("ready_seconds", 0), 2) if env else None,
+        # kube-scheduler's and kwok's versions when a case asked for Pods that run (harness/env/pods.py).
+        "pods": env.pods_info() if env is not None and hasattr(env, "pods_info") else None,
         "cases": list(verdicts.values()),
     }
     (art / "summary.json").write_text(json.dumps(summary, indent=2))

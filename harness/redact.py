@@ -154,11 +154,11 @@ class Redactor:
 
 def run_secrets(env: Any) -> list[str]:
     """The secret values of a running environment: its bearer tokens (admin, Kueue, kube-controller-
-    manager, the proxy's control token; also read from the state folder's tokens.csv and *.token files, so
+    manager, kube-scheduler, kwok, the proxy's control token; also read from the state folder's tokens.csv and *.token files, so
     a stand-in with only `state` — a manual session's bundle — finds them) and every PEM private key in
     its state folder (and Kueue's metrics key). Attributes that an environment does not have are skipped."""
     out: list[str] = []
-    for attr in ("admin_token", "kueue_token", "kcm_token"):
+    for attr in ("admin_token", "kueue_token", "kcm_token", "scheduler_token", "kwok_token"):
         v = getattr(env, attr, None)
         if isinstance(v, str) and v:
             out.append(v)

@@ -345,8 +345,9 @@ def _supervisor_preexec() -> None:
 
 def start(name: str | None, kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None,
           intercept: str | None = None, timeout: float = 1800, say: Say = _say,
-          cases: list[str] | None = None, again: str | None = None) -> dict[str, Any]:
+          cases: list[str] | None = None, again: str | None = None, pods: bool = False) -> dict[str, Any]:
     """Start session `name`'s supervisor in the background and wait until its environment is ready.
+    With `pods`, kube-scheduler and kwok start with it (harness/env/pods.py; the record's "pods" names them).
 
     `cases`: pytest arguments (`kueue-harness run --keep-env`): the supervisor runs those cases on its
     environment first (in its own process, so the environment outlives them) and the session is ready once
@@ -375,12 +376,12 @@ def start(name: str | None, kueue_version: Any, plan: str | None, ui: bool, arti
             say(f"[kueue-harness] session {name}: its supervisor pid {rec['supervisor']['pid']} had died; "
                 f"{_cleanup(rec)}")
         return _start_locked(name, kueue_version, plan, ui, artifacts, intercept, timeout, say, cases,
-                             again or f"kueue-harness up{name_option(name)}")
+                             again or f"kueue-harness up{name_option(name)}", pods)
 
 
 def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None,
                   intercept: str | None, timeout: float, say: Say, cases: list[str] | None = None,
-                  again: str = "kueue-harness up") -> dict[str, Any]:
+                  again: str = "kueue-harness up", pods: bool = False) -> dict[str, Any]:
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-session-{name}-{os.getpid()}"
     art = Path(artifacts or Path("artifacts") / run_id).resolve()
     art.mkdir(parents=True, exist_ok=True)
@@ -394,6 +395,8 @@ def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, art
         cmd += ["--ui"]
     if intercept:
         cmd += ["--intercept", intercept]
+    if pods:
+        cmd += ["--pods"]
     if cases is not None:
         cmd += ["--cases", json.dumps(cases)]
     me = os.getpid()
@@ -543,7 +546,7 @@ def _serve(args: argparse.Namespace) -> int:
     from harness.env.kueue_build import KueueSpec
 
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo)
-    env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept)
+    env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept, pods=args.pods)
     nemesis = None
     cases = None
     try:
@@ -589,6 +592,8 @@ def _serve(args: argparse.Namespace) -> int:
             "state": str(env.state),
             "kueue_log": str(env.kueue_log),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            # kube-scheduler's and kwok's versions when Pods run (up --pods, or a case of run --keep-env asked).
+            "pods": env.pods_info(),
         }
         if cases is not None:
             data["cases"] = cases
@@ -660,6 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--plan")
     ap.add_argument("--ui", action="store_true")
+    ap.add_argument("--pods", action="store_true", help="start kube-scheduler and kwok too (Pods that run)")
     ap.add_argument("--intercept")
     ap.add_argument("--cases", help="JSON list of pytest arguments: run those cases on the environment first")
     args = ap.parse_args(argv)

@@ -1,5 +1,6 @@
 """The embedded local environment: etcd + kube-apiserver + kube-controller-manager + the fault proxy +
-the Kueue manager as local processes on loopback, all real binaries (harness/env/binaries.py).
+the Kueue manager as local processes on loopback, all real binaries (harness/env/binaries.py); on demand
+also kube-scheduler + kwok, for Pods that run (harness/env/pods.py).
 
 Kueue's API traffic goes through the proxy (its kubeconfig points at mitmdump, bearer-token identity);
 the harness's own reads and watches go to kube-apiserver directly with an admin token.
@@ -28,7 +29,7 @@ from typing import Any, Callable
 import yaml
 
 from harness import kueue_config as kconfig, kueue_log, pki, versions
-from harness.env import binaries, etcd_template
+from harness.env import binaries, etcd_template, pods as pods_part
 from harness.env.runs import check_free_space, runs_root  # noqa: F401 - re-exported for callers
 from harness.errors import EnvironmentNotReady, HarnessError, PortInUse
 from harness.objects import webhooks_answer
@@ -311,6 +312,9 @@ class LocalEnvironment:
     _spawn_times: dict[str, float] = field(default_factory=dict)
     _t0: float = 0.0
     _abandon: bool = False
+    #: kube-scheduler + kwok once started (start_pods(); harness/env/pods.PodsPart), else None.
+    pods: Any = None
+    _pods_lock: Any = field(default_factory=threading.Lock)
 
     @property
     def api_url(self) -> str:
@@ -327,9 +331,10 @@ class LocalEnvironment:
         say: Say = _say, with_proxy: bool = True, proxy_port: int | None = None,
         control_port: int | None = None, kueue_config_overrides: dict[str, Any] | None = None,
         kueue_config: "kconfig.KueueConfig | None" = None,
-        ui: bool = False, intercept: str | None = None,
+        ui: bool = False, intercept: str | None = None, pods: bool = False,
     ) -> "LocalEnvironment":
         """Build what is missing, start every component, and wait until Kueue's webhooks answer.
+        With `pods`, kube-scheduler and kwok start with the rest (else later, if ever: start_pods()).
 
         `kueue_version`: a tag ("v0.17.0") or a harness.env.kueue_build.KueueSpec (any tag, ref or source
         tree). Afterwards `kueue_version` is what the running binary reported in its "Initializing" log
@@ -344,6 +349,8 @@ class LocalEnvironment:
             if port:
                 check_port_free(port, what)
         bins = binaries.ensure_all(kueue_version, say)
+        if pods:
+            binaries.kube_scheduler(say), binaries.kwok(say)
         run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{secrets.token_hex(2)}"
         state = runs_root() / run_id
         state.mkdir(mode=0o700)
@@ -371,13 +378,13 @@ class LocalEnvironment:
             raise
         env.ui = (free_port(), intercept) if ui else None
         try:
-            env._start_all(with_proxy)
+            env._start_all(with_proxy, pods)
         except BaseException:
             env.stop()
             raise
         return env
 
-    def _start_all(self, with_proxy: bool) -> None:
+    def _start_all(self, with_proxy: bool, pods: bool = False) -> None:
         """Start every component, with the waits overlapping.
 
         etcd starts from a copy of the etcd template (Kueue's CRDs already in it; made on the first start
@@ -389,7 +396,8 @@ class LocalEnvironment:
         the proxy right away (PROXY_AFTER_SERVING). Once kube-apiserver is ready (without those hooks) the
         webhooks are installed, and Kueue starts when the proxy is up (it needs neither
         kube-controller-manager nor its ServiceAccounts). The start ends when Kueue's webhooks answer and
-        kube-controller-manager is ready.
+        kube-controller-manager is ready. With `pods`, kube-scheduler and kwok are spawned once kube-apiserver
+        is ready and waited for at the end.
         Durations per component (spawn to ready) go to `started["<name>_seconds"]`, the moment each was
         ready (from the start of the call) to `started["<name>_ready_at"]`.
         """
@@ -409,6 +417,8 @@ class LocalEnvironment:
             if with_proxy and PROXY_AFTER_SERVING:
                 helpers.append(_in_helper(self._start_proxy))
             self._wait_apiserver()
+            if pods:
+                self._spawn_pods()
             self._step("kueue_manifests", self._install_kueue_manifests)
             self._ready_at("kueue_manifests")
             if with_proxy:
@@ -421,6 +431,8 @@ class LocalEnvironment:
             concurrent.futures.wait(helpers)  # no process may be spawned after stop(): let them end first
             raise
         self._wait_controller_manager()
+        if pods:
+            self.pods = self._wait_pods()
         self.started["ready_seconds"] = time.monotonic() - t0
 
     def _start_proxy(self) -> Proxy:
@@ -468,6 +480,9 @@ class LocalEnvironment:
         (s / "sa.pub").write_bytes(pub)
         self.kueue_token = secrets.token_urlsafe(24)
         self.kcm_token = secrets.token_urlsafe(24)
+        # kube-scheduler's and kwok's, in the token file from the start: they may start later (start_pods()).
+        self.scheduler_token = secrets.token_urlsafe(24)
+        self.kwok_token = secrets.token_urlsafe(24)
         # Static token file: token,user,uid,"groups". system:masters covers every Kueue ClusterRole
         # (config/components/rbac) so RBAC is not what a case tests.
         pki.write_private(
@@ -476,6 +491,8 @@ class LocalEnvironment:
                 f'{self.admin_token},kueue-harness-admin,1,"system:masters"\n'
                 f'{self.kueue_token},kueue-manager,2,"system:masters"\n'
                 f'{self.kcm_token},system:kube-controller-manager,3,"system:masters"\n'
+                f'{self.scheduler_token},system:kube-scheduler,4,"system:masters"\n'
+                f'{self.kwok_token},kwok-controller,5,"system:masters"\n'
             ).encode(),
         )
         pki.write_private(
@@ -670,7 +687,11 @@ class LocalEnvironment:
                 f"--service-account-private-key-file={s / 'sa.key'}", f"--root-ca-file={self.ca_file}",
                 "--use-service-account-credentials=false",
                 "--controllers=namespace-controller,garbage-collector-controller,job-controller,"
-                "serviceaccount-controller,serviceaccount-token-controller,ttl-after-finished-controller",
+                "serviceaccount-controller,serviceaccount-token-controller,ttl-after-finished-controller,"
+                # Lifts the node.kubernetes.io/not-ready taint kube-apiserver's TaintNodesByCondition admission
+                # puts on every new Node once the Node is Ready (kwok's Nodes: harness/env/pods.py); idle
+                # while there is no Node.
+                "node-lifecycle-controller",
                 "--v=1",
             ],
             self.artifacts / "kube-controller-manager.log",
@@ -685,6 +706,63 @@ class LocalEnvironment:
             60, "kube-controller-manager to create the default ServiceAccount",
         )
         self._ready_at("kube_controller_manager")
+
+    # ---- Pods that run: kube-scheduler + kwok (harness/env/pods.py) ----------------------------------
+    def start_pods(self) -> "pods_part.PodsPart":
+        """Start kube-scheduler and kwok if they are not running yet (building them first if needed), and
+        wait until both are ready; then Pods bound to kwok's Nodes run. Kept for the environment's life.
+        Safe from any thread; the processes are spawned from a long-lived helper thread (_in_helper).
+        Raises BuildError, HarnessError (no Go), EnvironmentNotReady (with the component's log tail)."""
+        with self._pods_lock:
+            if self.pods is None:
+                t = time.monotonic()
+                binaries.kube_scheduler(self.say), binaries.kwok(self.say)
+                _in_helper(self._spawn_pods).result()
+                self.pods = self._wait_pods()
+                self.started["pods_started_seconds"] = time.monotonic() - t
+                self.say(f"Pods run: kube-scheduler {self.pods.versions.get('kube_scheduler')} and kwok "
+                         f"{self.pods.versions.get('kwok')} started in {self.started['pods_started_seconds']:.1f}s "
+                         f"(logs: {self.artifacts})")
+            return self.pods
+
+    def pods_info(self) -> dict[str, Any] | None:
+        """What ran for Pods (kube-scheduler's and kwok's versions, as the binaries report them), or None
+        when they never started (summary.json, bundle.json)."""
+        return self.pods.info() if self.pods is not None else None
+
+    def _spawn_pods(self) -> None:
+        s = self.state
+        self.ports["scheduler"], self.ports["kwok"] = free_port(), free_port()
+        for name, token in (("scheduler", self.scheduler_token), ("kwok", self.kwok_token)):
+            pki.write_private(s / f"{name}.kubeconfig",
+                              yaml.safe_dump(_kubeconfig(self.api_url, self.ca_file, token, name)).encode())
+        crt, key = pki.issue(self.ca, "kube-scheduler", ips=("127.0.0.1",), dns=("localhost",))
+        (s / "scheduler.crt").write_bytes(crt)
+        pki.write_private(s / "scheduler.key", key)
+        source = pods_part.kwok_source()
+        (s / "kwok-config.yaml").write_text(pods_part.kwok_config())
+        configs = [*pods_part.kwok_stage_files(source), s / "kwok-config.yaml"]
+        self._spawned("kube_scheduler")
+        self.procs.start("kube-scheduler", pods_part.scheduler_argv(
+            binaries.kube_scheduler(self.say), s / "scheduler.kubeconfig", self.ports["scheduler"],
+            s / "scheduler.crt", s / "scheduler.key"), self.artifacts / "kube-scheduler.log")
+        self._spawned("kwok")
+        # KWOK_WORKDIR: kwok also reads <workdir>/kwok.yaml (default ~/.kwok); a user's must not leak in.
+        self.procs.start("kwok", pods_part.kwok_argv(binaries.kwok(self.say), s / "kwok.kubeconfig", configs,
+                                                    self.ports["kwok"]),
+                         self.artifacts / "kwok.log", env={**os.environ, "KWOK_WORKDIR": str(s / "kwok")})
+
+    def _wait_pods(self) -> "pods_part.PodsPart":
+        ctx = self._ssl_context()
+        self._wait_process("kube-scheduler", lambda: pods_part.http_ok(
+            f"https://127.0.0.1:{self.ports['scheduler']}/readyz", ctx), 60, "kube-scheduler /readyz")
+        self._ready_at("kube_scheduler")
+        self._wait_process("kwok", lambda: pods_part.http_ok(f"http://127.0.0.1:{self.ports['kwok']}/healthz"),
+                           60, "kwok /healthz")
+        self._ready_at("kwok")
+        sched, kwok = binaries.kube_scheduler(self.say), binaries.kwok(self.say)
+        return pods_part.PodsPart(sched, kwok, {"kube_scheduler": pods_part.reported_version(sched),
+                                                "kwok": pods_part.reported_version(kwok)})
 
     # ---- Kueue -----------------------------------------------------------------------------------
     def api_client(self):

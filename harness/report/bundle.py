@@ -199,6 +199,9 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "teardown_problem"): ("problem",),
     ("harness", "case_objects_deleted"): ("namespace",),
     ("harness", "case_objects_not_deleted"): ("error",),
+    ("harness", "nodes_created"): ("nodes", "labels", "capacity", "kube_scheduler", "kwok"),
+    ("harness", "pods_finished"): ("job", "phase", "pods"),
+    ("harness", "case_nodes_deleted"): ("nodes", "pods_left"),
     ("harness", "kueue_restart"): ("kill",),  # optional: rule (a plan's process fault)
     ("harness", "oversubscription_lasted"): ("persisted",),
     ("proxy", "flow_error"): ("flow", "error"),

@@ -183,6 +183,7 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
         "kueue_version": rec.get("kueue_version"),
         "kueue": rec.get("kueue"),
         "kubernetes_version": versions.KUBERNETES_VERSION,
+        "pods": rec.get("pods"),
         "target": f"local (kueue-harness up session {rec['name']})",
         "feature_gates": _feature_gates(types.SimpleNamespace(state=state)) if state else None,
         "namespace": ns,

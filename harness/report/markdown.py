@@ -140,6 +140,8 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
     rows += [
         ["Kueue (as the binary reported)", kueue_cell],
         ["kube-apiserver", str(meta.get("kubernetes_version", "?"))],
+        *([["Pods that run", f"kube-scheduler {_map(meta.get('pods')).get('kube_scheduler', '?')}, "
+                             f"kwok {_map(meta.get('pods')).get('kwok', '?')}"]] if meta.get("pods") else []),
         ["feature gates", gates_text],
         *_kueue_config_rows(_map(meta.get("kueue_config"))),
         ["target", str(meta.get("target", "?"))],

@@ -339,6 +339,8 @@ def write_case_bundle(ctx: Any, env: Any, outcome: Mapping[str, Any]) -> Path:
         "kueue_version": getattr(env, "kueue_version", None),
         "kueue": env.kueue_build_info() if hasattr(env, "kueue_build_info") else None,
         "kubernetes_version": getattr(env, "kubernetes_version", None) or versions.KUBERNETES_VERSION,
+        # kube-scheduler's and kwok's versions once Pods ran in the environment (harness/env/pods.py), else None.
+        "pods": env.pods_info() if hasattr(env, "pods_info") else None,
         "target": outcome.get("target") or getattr(env, "target", None) or "local",
         "feature_gates": _feature_gates(env),
         # The declared configuration, the Configuration file Kueue ran with, the gates it reported.
