@@ -5,6 +5,7 @@ adding its folder; nothing here changes.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,12 @@ from harness.errors import HarnessError
 from harness.versions import KnownBug
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
-_FIELDS = {"key", "issue", "summary", "affected", "fixed_in", "fix_commits"}
+_FIELDS = {"key", "issue", "summary", "affected", "fixed_in", "fix_commits", "fix_patches"}
 
 
 def parse(text: str, source: str) -> dict[str, KnownBug]:
-    """The bugs of one bug.yaml text. Raises HarnessError naming `source` and the bad entry."""
+    """The bugs of one bug.yaml text. `fix_patches` name patch files relative to `source`'s folder (read
+    and hashed here). Raises HarnessError naming `source` and the bad entry or missing patch file."""
     doc: Any = yaml.safe_load(text) or {}
     out: dict[str, KnownBug] = {}
     for i, b in enumerate(doc.get("bugs") or []):
@@ -30,7 +32,19 @@ def parse(text: str, source: str) -> dict[str, KnownBug]:
             raise HarnessError(f"{where}: unknown field(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(_FIELDS))})")
         out[str(b["key"])] = KnownBug(issue=str(b["issue"]), affected=tuple(b["affected"]), summary=str(b["summary"]),
                                       fixed_in=tuple(b.get("fixed_in") or ()),
-                                      fix_commits={str(k): str(v) for k, v in (b.get("fix_commits") or {}).items()})
+                                      fix_commits={str(k): str(v) for k, v in (b.get("fix_commits") or {}).items()},
+                                      fix_patches=_patch_digests(b.get("fix_patches") or [], source, where))
+    return out
+
+
+def _patch_digests(names: list, source: str, where: str) -> dict[str, str]:
+    out = {}
+    for n in names:
+        path = Path(source).parent / str(n)
+        try:
+            out[str(n)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            raise HarnessError(f"{where}: fix_patches names {n}, but {path} cannot be read") from None
     return out
 
 

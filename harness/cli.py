@@ -30,7 +30,8 @@ def _spec(args: argparse.Namespace):
     from harness.env.kueue_build import KueueSpec
 
     return KueueSpec.from_options(args.kueue_version, getattr(args, "kueue_ref", None),
-                                  getattr(args, "kueue_source", None), getattr(args, "kueue_repo", None))
+                                  getattr(args, "kueue_source", None), getattr(args, "kueue_repo", None),
+                                  getattr(args, "kueue_patch", None))
 
 
 def _add_kueue_options(p: argparse.ArgumentParser, what: str = "Kueue to run") -> None:
@@ -42,6 +43,9 @@ def _add_kueue_options(p: argparse.ArgumentParser, what: str = "Kueue to run") -
                                           "(env KUEUE_HARNESS_KUEUE_SOURCE_DIR)")
     p.add_argument("--kueue-repo", help="Kueue git repository: URL, path, or .tar of a bare repository "
                                         f"(env KUEUE_HARNESS_KUEUE_REPO; default {versions.UPSTREAM_KUEUE_REPO})")
+    p.add_argument("--kueue-patch", action="append", metavar="FILE",
+                   help="a unified diff applied on top of --kueue-version/--kueue-ref before building (repeatable; "
+                        "e.g. a one-line backport of a fix: cases/kueue_14863/backport.patch)")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

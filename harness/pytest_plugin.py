@@ -61,6 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--kueue-repo", default=None,
                 help=f"Kueue git repository: URL, path, or .tar of a bare repository (env KUEUE_HARNESS_KUEUE_REPO; "
                      f"default {versions.UPSTREAM_KUEUE_REPO})")
+    g.addoption("--kueue-patch", action="append", default=None, metavar="FILE",
+                help="a unified diff applied on top of --kueue-version/--kueue-ref before building (repeatable; "
+                     "env KUEUE_HARNESS_KUEUE_PATCH)")
     g.addoption("--artifacts-dir", default=os.environ.get("KUEUE_HARNESS_ARTIFACTS"),
                 help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>)")
     g.addoption("--keep-env", action="store_true", default=False,
@@ -101,7 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_VERDICTS_KEY] = {}
     try:
         spec = KueueSpec.from_options(config.getoption("--kueue-version"), config.getoption("--kueue-ref"),
-                                      config.getoption("--kueue-source"), config.getoption("--kueue-repo"))
+                                      config.getoption("--kueue-source"), config.getoption("--kueue-repo"),
+                                      config.getoption("--kueue-patch"))
     except HarnessError as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[_SPEC_KEY] = spec

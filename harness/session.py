@@ -545,7 +545,8 @@ def _serve(args: argparse.Namespace) -> int:
     kubectl = _kubectl_or_none()
     from harness.env.kueue_build import KueueSpec
 
-    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo)
+    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
+                                  args.kueue_patch)
     env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept, pods=args.pods)
     nemesis = None
     cases = None
@@ -662,6 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kueue-ref")
     ap.add_argument("--kueue-source")
     ap.add_argument("--kueue-repo")
+    ap.add_argument("--kueue-patch", action="append")
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--plan")
     ap.add_argument("--ui", action="store_true")

@@ -124,13 +124,15 @@ class BuildIdentity:
     `version`: what the binary reports (its `gitVersion`: a tag, or `git describe` output such as
     "v0.17.0-226-g6b0c7a1d" or "v0.17.4-dirty+1a2b3c4d"); `commit`: full sha or None; `base_tag`: the
     nearest tag (None when the history has no tag, e.g. a shallow clone of main); `contains`: callable
-    `(sha) -> bool | None` answering "is commit `sha` an ancestor of this build" (None: cannot tell).
+    `(sha) -> bool | None` answering "is commit `sha` an ancestor of this build" (None: cannot tell);
+    `patches`: sha256 hex digests of the patch files applied on top of `commit` (`--kueue-patch`).
     """
 
     version: str
     commit: str | None = None
     base_tag: str | None = None
     contains: Callable[[str], bool | None] | None = None
+    patches: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,9 @@ class KnownBug:
     summary: str
     fixed_in: tuple[str, ...] = ()
     fix_commits: dict[str, str] = field(default_factory=dict)
+    #: {file name: sha256 hex} of patches that fix the bug (bug.yaml `fix_patches`, files next to it):
+    #: a build made with one of them (`--kueue-patch`) is "fixed" whatever its base.
+    fix_patches: dict[str, str] = field(default_factory=dict)
 
     def affects(self, kueue_version: str) -> bool:
         """True if the release `kueue_version` ("v0.17.0" or "0.17.0") falls in any affected range."""
@@ -165,6 +170,14 @@ class KnownBug:
         and "unknown" when neither can be told (no tag in its history, no repository to ask).
         """
         ranges = " or ".join(self.affected)
+        for name, digest in self.fix_patches.items():
+            if digest in build.patches:
+                return Expectation("fixed", f"{build.version} was built with {name}, the fix")
+        if build.patches:
+            base = build.base_tag if build.base_tag and _TAG.match(build.base_tag) else None
+            if base and self.affects(base):
+                return Expectation("affected", f"{build.version} is {base} (affected) with patches that are not "
+                                               f"a known fix of {self.issue}")
         if is_release_tag(build.version):
             if self.affects(build.version):
                 return Expectation("affected", f"{build.version} is in the affected range {ranges}")

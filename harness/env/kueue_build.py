@@ -22,6 +22,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,12 +47,30 @@ class KueueSpec:
     ref: str | None = None
     source: str | None = None
     repo: str | None = None
+    #: Patch files (unified diffs, absolute paths) applied with `git apply` on top of `version`/`ref`.
+    patches: tuple[str, ...] = ()
 
     @classmethod
     def from_options(cls, version: str | None = None, ref: str | None = None, source: str | None = None,
-                     repo: str | None = None) -> "KueueSpec":
+                     repo: str | None = None, patches: list[str] | tuple[str, ...] | None = None) -> "KueueSpec":
         """Build a spec from CLI/pytest options; the environment fills what they leave out
-        (KUEUE_HARNESS_KUEUE_REF, _SOURCE_DIR, _REPO, _VERSION). Raises HarnessError on two at once."""
+        (KUEUE_HARNESS_KUEUE_REF, _SOURCE_DIR, _REPO, _VERSION, _PATCH: paths joined by os.pathsep).
+        Raises HarnessError on two builds at once, a patch with --kueue-source, or a missing patch file."""
+        env_patches = [p for p in os.environ.get("KUEUE_HARNESS_KUEUE_PATCH", "").split(os.pathsep) if p]
+        patch_paths = tuple(str(Path(p).expanduser().resolve()) for p in (patches or env_patches))
+        for p in patch_paths:
+            if not Path(p).is_file():
+                raise HarnessError(f"--kueue-patch {p}: no such file (give a unified diff made with `git diff` "
+                                   "inside a Kueue tree)")
+        if patch_paths and (source or os.environ.get("KUEUE_HARNESS_KUEUE_SOURCE_DIR")):
+            raise HarnessError("--kueue-patch applies to a tag or --kueue-ref; with --kueue-source, apply the "
+                               "patch to the tree yourself")
+        spec = cls._from_options(version, ref, source, repo)
+        return dataclasses.replace(spec, patches=patch_paths) if patch_paths else spec
+
+    @classmethod
+    def _from_options(cls, version: str | None, ref: str | None, source: str | None,
+                      repo: str | None) -> "KueueSpec":
         ref = ref or os.environ.get("KUEUE_HARNESS_KUEUE_REF") or None
         source = source or os.environ.get("KUEUE_HARNESS_KUEUE_SOURCE_DIR") or None
         repo = repo or os.environ.get("KUEUE_HARNESS_KUEUE_REPO") or None
@@ -69,13 +88,16 @@ class KueueSpec:
 
     @property
     def wanted(self) -> str:
-        """What was asked for, in words: "v0.17.4", "ref release-0.17", "source /path"."""
-        return self.version or (f"ref {self.ref}" if self.ref else f"source {self.source}")
+        """What was asked for, in words: "v0.17.4", "ref release-0.17", "source /path", "v0.17.0 + fix.patch"."""
+        base = self.version or (f"ref {self.ref}" if self.ref else f"source {self.source}")
+        return base + "".join(f" + {Path(p).name}" for p in self.patches)
 
     def cli_args(self) -> list[str]:
         """The pytest/CLI options that name this build again (for subprocesses and re-run lines)."""
         args = (["--kueue-version", self.version] if self.version else
                 ["--kueue-ref", self.ref] if self.ref else ["--kueue-source", str(self.source)])
+        for p in self.patches:
+            args += ["--kueue-patch", p]
         return args + (["--kueue-repo", self.repo] if self.repo else [])
 
 
@@ -93,6 +115,8 @@ class KueueBuild:
     base_tag: str | None
     repo: Path | None
     seconds: float = 0.0
+    #: Patches applied on top of `commit`: ({"file": name, "sha256": hex of its bytes}, …).
+    patches: tuple[dict, ...] = ()
 
     def identity(self, reported_version: str | None = None, reported_commit: str | None = None
                  ) -> versions.BuildIdentity:
@@ -105,11 +129,15 @@ class KueueBuild:
             return is_ancestor(repo, sha, commit) if repo and commit else None
 
         return versions.BuildIdentity(reported_version or self.version, commit, self.base_tag,
-                                      contains if repo and commit else None)
+                                      contains if repo and commit else None,
+                                      tuple(p["sha256"] for p in self.patches))
 
     def to_json(self) -> dict:
-        return {"version": self.version, "commit": self.commit, "source": self.source, "base_tag": self.base_tag,
-                "repo": str(self.repo) if self.repo else None, "build_seconds": round(self.seconds, 1)}
+        out = {"version": self.version, "commit": self.commit, "source": self.source, "base_tag": self.base_tag,
+               "repo": str(self.repo) if self.repo else None, "build_seconds": round(self.seconds, 1)}
+        if self.patches:
+            out["patches"] = [dict(p) for p in self.patches]
+        return out
 
 
 # ---- git -------------------------------------------------------------------------------------------
@@ -251,7 +279,8 @@ def _load_entry(entry: Path) -> KueueBuild | None:
         return None
     m = json.loads(meta.read_text())
     return KueueBuild(entry / "kueue", entry, m["version"], m.get("commit"), m["source"], m.get("base_tag"),
-                      Path(m["repo"]) if m.get("repo") else None, m.get("build_seconds", 0.0))
+                      Path(m["repo"]) if m.get("repo") else None, m.get("build_seconds", 0.0),
+                      tuple(m.get("patches") or ()))
 
 
 def _save_entry(entry: Path, b: KueueBuild) -> KueueBuild:
@@ -305,9 +334,31 @@ def _from_module_proxy(tag: str, entry: Path, repo_commit: str | None, progress:
                                          tag, None, time.monotonic() - t0))
 
 
+def patch_digest(patches: tuple[str, ...]) -> tuple[str, tuple[dict, ...]]:
+    """(12 hex digits over every patch's bytes in order, ({"file", "sha256"} per patch)) for build keys
+    and build.json. Raises HarnessError when a patch file cannot be read."""
+    h, parts = hashlib.sha256(), []
+    for p in patches:
+        try:
+            data = Path(p).read_bytes()
+        except OSError as e:
+            raise HarnessError(f"--kueue-patch {p}: {e.strerror}") from None
+        h.update(data + b"\0")
+        parts.append({"file": Path(p).name, "sha256": hashlib.sha256(data).hexdigest()})
+    return h.hexdigest()[:12], tuple(parts)
+
+
+def _apply_patches(wt: Path, patches: tuple[str, ...], what: str) -> None:
+    for p in patches:
+        r = subprocess.run(["git", "-C", str(wt), "apply", "--whitespace=nowarn", p], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BuildError(f"--kueue-patch {p} does not apply to {what}: {r.stderr.strip()[-600:]} "
+                             "(make the patch with `git diff` in a tree at that version, or pick the version it was made for)")
+
+
 def _from_git(repo_git: Path, sha: str, version: str | None, entry: Path, source: str,
-              progress: Progress) -> KueueBuild:
-    """Check `sha` out into the repository's one worktree and build it there."""
+              progress: Progress, patches: tuple[str, ...] = ()) -> KueueBuild:
+    """Check `sha` out into the repository's one worktree, apply `patches` (in order), and build it there."""
     wt = repo_git.parent / "worktree"
     with _lock(f"worktree-{repo_git.parent.name}"):
         if not (wt / ".git").exists():
@@ -321,13 +372,18 @@ def _from_git(repo_git: Path, sha: str, version: str | None, entry: Path, source
         version = version or describe or f"v0.0.0-{sha[:12]}"
         base = _base_tag(describe) if describe else None
         versions.kueue_profile(base)  # refuse too-old versions before a long build
+        digest, applied = patch_digest(patches) if patches else ("", ())
+        if patches:
+            _apply_patches(wt, patches, f"{version} ({sha[:10]})")
+            version = f"{version}+patch.{digest[:8]}"  # what the binary reports: never a bare release tag
+            source += " + " + ", ".join(p["file"] for p in applied)
         t0 = time.monotonic()
         entry.mkdir(parents=True, exist_ok=True)
         _go_build(wt, entry / "kueue", version, sha, f"building Kueue {version} ({sha[:10]})", f"kueue-{entry.name}.log",
                   progress)
         _copy_config(wt, entry)
     return _save_entry(entry, KueueBuild(entry / "kueue", entry, version, sha, source, base, repo_git,
-                                         time.monotonic() - t0))
+                                         time.monotonic() - t0, applied))
 
 
 def source_key(tree: Path) -> tuple[str, str | None, str | None, str]:
@@ -404,6 +460,15 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
             repo = Path(_git("-C", str(tree), "rev-parse", "--absolute-git-dir", check=False) or "") if commit else None
             return _save_entry(entry, KueueBuild(entry / "kueue", entry, version, commit, f"source tree {tree}", base,
                                                  repo, time.monotonic() - t0))
+    suffix = f"+patch-{patch_digest(spec.patches)[0]}" if spec.patches else ""
+    if spec.version and spec.patches:  # a patched tag: always from the repository's tree
+        tag = versions.check_tag(spec.version)
+        repo_git = repo_dir(spec.repo, progress)
+        sha = resolve(repo_git, tag, progress)
+        entry = root / f"{tag}{suffix}"
+        with _lock(f"entry-{entry.name}"):
+            return _load_entry(entry) or _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}",
+                                                   progress, spec.patches)
     if spec.version:
         tag = versions.check_tag(spec.version)
         entry = root / tag
@@ -433,10 +498,11 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
             return _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}", progress)
     repo_git = repo_dir(spec.repo, progress)
     sha = resolve(repo_git, spec.ref or "", progress)
-    entry = root / f"git-{sha[:12]}"
+    entry = root / f"git-{sha[:12]}{suffix}"
     with _lock(f"entry-{entry.name}"):
         return _load_entry(entry) or _from_git(repo_git, sha, None, entry,
-                                               f"git {_origin(repo_git)} ref {spec.ref} ({sha[:10]})", progress)
+                                               f"git {_origin(repo_git)} ref {spec.ref} ({sha[:10]})", progress,
+                                               spec.patches)
 
 
 def _origin(repo_git: Path) -> str:

@@ -18,7 +18,7 @@ from harness.errors import HarnessError, UnservedVersion
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("KUEUE_HARNESS_CACHE", str(tmp_path / "cache"))
     for var in ("KUEUE_HARNESS_KUEUE_REPO", "KUEUE_HARNESS_KUEUE_REF", "KUEUE_HARNESS_KUEUE_SOURCE_DIR",
-                "KUEUE_HARNESS_KUEUE_BINARY", "KUEUE_HARNESS_KUEUE_SOURCE"):
+                "KUEUE_HARNESS_KUEUE_BINARY", "KUEUE_HARNESS_KUEUE_SOURCE", "KUEUE_HARNESS_KUEUE_PATCH"):
         monkeypatch.delenv(var, raising=False)
     return tmp_path / "cache"
 
@@ -174,3 +174,43 @@ def test_identity_uses_the_reported_version_and_ancestry(upstream: dict[str, str
 def test_source_that_is_no_kueue_tree(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="not a Kueue source tree"):
         kb.build(kb.KueueSpec(source=str(tmp_path)), progress=lambda s: None)
+
+
+def test_spec_with_patches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch = tmp_path / "fix.patch"
+    patch.write_text("diff --git a/x b/x\n")
+    spec = kb.KueueSpec.from_options("v0.17.0", patches=[str(patch)])
+    assert spec.patches == (str(patch.resolve()),)
+    assert spec.wanted == "v0.17.0 + fix.patch"
+    assert spec.cli_args()[:4] == ["--kueue-version", "v0.17.0", "--kueue-patch", str(patch.resolve())]
+    with pytest.raises(HarnessError, match="no such file"):
+        kb.KueueSpec.from_options("v0.17.0", patches=[str(tmp_path / "missing.patch")])
+    with pytest.raises(HarnessError, match="apply the patch to the tree yourself"):
+        kb.KueueSpec.from_options(source=str(tmp_path), patches=[str(patch)])
+    monkeypatch.setenv("KUEUE_HARNESS_KUEUE_PATCH", str(patch))
+    assert kb.KueueSpec.from_options("v0.17.0").patches == (str(patch.resolve()),)
+
+
+def test_patches_apply_in_the_worktree_or_fail_naming_the_patch(upstream: dict[str, str], tmp_path: Path) -> None:
+    wt = Path(upstream["path"])
+    good = tmp_path / "good.patch"
+    good.write_text("--- a/README\n+++ b/README\n@@ -1 +1 @@\n-x\n+y\n")
+    kb._apply_patches(wt, (str(good),), "v0.17.4")
+    assert (wt / "README").read_text() == "y\n"
+    with pytest.raises(kb.BuildError, match=r"good.patch does not apply to v0.17.4"):
+        kb._apply_patches(wt, (str(good),), "v0.17.4")  # already applied: the old line is gone
+    key, parts = kb.patch_digest((str(good),))
+    assert len(key) == 12 and parts[0]["file"] == "good.patch" and len(parts[0]["sha256"]) == 64
+
+
+def test_bug_yaml_fix_patches_are_hashed_relative_to_the_file(tmp_path: Path) -> None:
+    import hashlib
+
+    from harness import bugs
+
+    (tmp_path / "backport.patch").write_text("diff\n")
+    text = "bugs:\n  - {key: k, issue: i, summary: s, affected: ['>=0.16.0'], fix_patches: [backport.patch]}\n"
+    bug = bugs.parse(text, str(tmp_path / "bug.yaml"))["k"]
+    assert bug.fix_patches == {"backport.patch": hashlib.sha256(b"diff\n").hexdigest()}
+    with pytest.raises(HarnessError, match="fix_patches names gone.patch"):
+        bugs.parse(text.replace("backport.patch", "gone.patch"), str(tmp_path / "bug.yaml"))

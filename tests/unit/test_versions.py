@@ -135,3 +135,15 @@ def test_kubernetes_staging_version_matches_kubernetes_version() -> None:
     major, minor, patch = versions.KUBERNETES_VERSION.lstrip("v").split(".")
     assert major == "1"
     assert versions.KUBERNETES_STAGING_VERSION == f"v0.{minor}.{patch}"
+
+
+def test_a_build_with_a_fix_patch_is_fixed_and_other_patches_keep_the_base() -> None:
+    bug = versions.KnownBug(issue="x#1", affected=(">=0.16.0",), summary="s", fix_patches={"backport.patch": "ab" * 32})
+    fixed = versions.BuildIdentity("v0.17.0+patch.12345678", "c0ffee00", "v0.17.0", None, ("ab" * 32,))
+    exp = bug.expectation(fixed)
+    assert exp.status == "fixed" and "backport.patch" in exp.reason
+    other = versions.BuildIdentity("v0.17.0+patch.87654321", "c0ffee00", "v0.17.0", None, ("cd" * 32,))
+    exp = bug.expectation(other)
+    assert exp.status == "affected" and "not a known fix" in exp.reason
+    # an unpatched tag is still judged by its range
+    assert bug.expectation(versions.BuildIdentity("v0.17.0", None, "v0.17.0")).status == "affected"
