@@ -301,6 +301,9 @@ class CaseContext:
     step_wait: Any = None
     #: The composed verdict (harness/checkers/base.Verdict) once the case was judged.
     judged: Any = None
+    #: Whether its teardown writes the evidence bundle (explore's runs without a violation do not:
+    #: `--explore-bundles violations`, harness/explore/plugin.py; their history and logs stay).
+    write_bundle: bool = True
     #: The Kueue configuration the case declared (its kueue_config marker; harness/kueue_config.py).
     kueue_declared: Any = None
     #: Nodes the case created (its `pods` marker, add_nodes()): the name it gave → the Node's name.
@@ -555,7 +558,8 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     ctx.history.finalize(proxy.events() if proxy else [], kueue_env.kueue_log, ctx.workload_keys)
     if problems and not kueue_env.kueue_alive() and hasattr(kueue_env, "restart_kueue"):
         kueue_env.restart_kueue()  # later cases get a working Kueue again
-    _write_bundle(request, ctx, kueue_env, problems)
+    if ctx.write_bundle or problems:
+        _write_bundle(request, ctx, kueue_env, problems)
     if problems:
         # An error in teardown turns the case's verdict into "error", whatever the call phase said.
         raise HarnessError("; ".join(problems))

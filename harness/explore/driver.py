@@ -72,16 +72,23 @@ def case_slug(nodeid: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", nodeid.split("::")[-1].lower()).strip("-")
 
 
+#: How a liveness violation went (harness/checkers/liveness.py summaries): part of its key, so a Workload
+#: stuck for ever and one admitted late are two findings.
+_LIVENESS_HOW = (("is stuck", "stuck"), ("got quota only after", "late"), ("got no quota", "never"))
+
+
 def violation_keys(findings: list[dict[str, Any]]) -> list[str]:
-    """"checker:subject" for each violated invariant finding: "liveness:job2", "quota:cq" (the subject is
-    the first name of the finding's summary, after "transient:" and "ClusterQueue")."""
+    """"checker:subject[:how]" for each violated invariant finding: "liveness:job2:stuck", "quota:cq" (the
+    subject is the first name of the finding's summary, after "transient:" and "ClusterQueue")."""
     out = []
     for f in findings:
         if f.get("result") != "violated" or f.get("assumption"):
             continue
-        words = re.sub(r"^(transient:\s*)?((ClusterQueue|cohort|Workload)\s+)?", "", str(f.get("summary", ""))).split()
-        subject = words[0].rstrip(":,") if words else "?"
-        out.append(f"{f.get('check')}:{subject}")
+        summary = str(f.get("summary", ""))
+        words = re.sub(r"^(transient:\s*)?((ClusterQueue|cohort|Workload)\s+)?", "", summary).split()
+        key = f"{f.get('check')}:{words[0].rstrip(':,') if words else '?'}"
+        how = next((h for text, h in _LIVENESS_HOW if text in summary), None) if f.get("check") == "liveness" else None
+        out.append(f"{key}:{how}" if how else key)
     return sorted(set(out))
 
 
@@ -137,7 +144,7 @@ class Explorer:
         self.shard, self.max_depth, self.min_runs, self.noop_every = shard, max_depth, max(1, min_runs), max(1, noop_every)
         self.reference_dir, self.minimize_budget, self.stop_after = reference, minimize_minutes * 60.0, stop_after
         self.t0 = time.monotonic()
-        self.queue: list[tuple[int, int, int, Candidate]] = []
+        self.queue: list[tuple[int, int, int, int, Candidate]] = []
         self.seq = 0
         self.seen_plans: set = set()
         self.coverage: set = set()
@@ -157,13 +164,14 @@ class Explorer:
     def left(self) -> float:
         return self.budget - (time.monotonic() - self.t0)
 
-    def push(self, c: Candidate, place: str = "root") -> None:
+    def push(self, c: Candidate, place: str = "root", novelty: int = 0) -> None:
         """Queue `c`: a "root" at its stage; a "front" extension before the remaining roots of its stage; a
-        "rest" extension after them (before the next stage's roots). FIFO within each."""
+        "rest" extension after them (before the next stage's roots). Extensions of a run that reached more
+        new states first (`novelty`), then first in, first out."""
         self.seq += 1
         c.seq = self.seq
         key = {"root": (c.stage, 1), "front": (c.stage, 0), "rest": (c.stage + 1, 0)}[place]
-        heapq.heappush(self.queue, (*key, self.seq, c))
+        heapq.heappush(self.queue, (*key, -novelty, self.seq, c))
 
     def counts(self) -> dict[str, int]:
         real = [r for r in self.runs if r.role == "perturbation"]
@@ -192,7 +200,8 @@ class Explorer:
         (bdir / "runs.json").write_text(json.dumps({"runs": runs}, indent=1))
         targets = sorted({r["case"] for r in runs})
         cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rN", "--no-verdict-table",
-               *self.spec.cli_args(), f"--artifacts-dir={bdir}", f"--explore-runs={bdir / 'runs.json'}"]
+               *self.spec.cli_args(), f"--artifacts-dir={bdir}", f"--explore-runs={bdir / 'runs.json'}",
+               "--explore-bundles=violations"]
         progress = bdir / PROGRESS_FILE
         seen = 0
         with open(bdir / "pytest.log", "w") as log:
@@ -209,8 +218,8 @@ class Explorer:
                     if progress.is_file():
                         lines = progress.read_text().splitlines()
                         for line in lines[seen:]:
-                            self._progress(json.loads(line))
-                        seen = len(lines)
+                            seen += 1
+                            self._progress(json.loads(line), seen, len(items))
                     if done:
                         break
                     if time.monotonic() > deadline:
@@ -245,11 +254,12 @@ class Explorer:
             self.say(f"[explore] batch {self.batches} ran no case; the end of its pytest.log:\n{tail}")
         return out
 
-    def _progress(self, line: dict[str, Any]) -> None:
+    def _progress(self, line: dict[str, Any], k: int, n: int) -> None:
         c = self.counts()
-        self.say(f"[explore {self.minutes():5.1f} min] {line.get('run')}: {line.get('verdict')} "
-                 f"({line.get('seconds', 0):.1f}s) | tried {c['tried']} · discarded {c['discarded']} · violations "
-                 f"{c['violations']} ({c['distinct']} distinct) · queue {len(self.queue)}")
+        self.say(f"[explore {self.minutes():5.1f} min] batch {self.batches} run {k}/{n} {line.get('run')}: "
+                 f"{line.get('verdict')} ({line.get('seconds', 0):.1f}s) | before this batch: tried {c['tried']}, "
+                 f"discarded {c['discarded']}, violations {c['violations']} ({c['distinct']} distinct), "
+                 f"queue {len(self.queue)}")
 
     def record(self, rid: str, cand: Candidate | None, case: str, res: dict[str, Any] | None,
                role: str = "perturbation") -> RunRecord:
@@ -354,7 +364,7 @@ class Explorer:
                     ext = generate.extensions(cand, trace, self.seen_plans, self.max_depth)
                     for i, e in enumerate(ext):
                         e.stage = cand.stage
-                        self.push(e, "front" if i < generate.FRONT else "rest")
+                        self.push(e, "front" if i < generate.FRONT else "rest", rec.novelty)
 
     def on_violation(self, key: str, rec: RunRecord, cand: Candidate) -> None:
         f = self.findings.get(key)

@@ -45,8 +45,9 @@ MAX_EXTENSIONS = 24
 def later_events(trace: Trace, w: WriteStep, skip: Iterable[str] = ()) -> list[After]:
     """Triggers for "until E" after write `w` in `trace`: every other target's first write answered 2xx
     after `w` was requested ("answered", with that status) and, for Workload writes answered 200, Kueue's
-    watch delivering its result after that ("delivered"). Same object first, then by time. `skip`: rule
-    ids not to use (targets of the plan's own moves)."""
+    watch delivering its result after that ("delivered"). Same object first; Workload writes before Job
+    writes (Kueue writes a Job in reaction to its Workload: holding the Workload write until then mostly
+    waits for its own consequence); then by time. `skip`: rule ids not to use (the plan's own targets)."""
     skip = set(skip) | {w.target.rule_id}
     found: list[tuple[int, float, int, After]] = []
     for e in trace.first_writes():
@@ -55,12 +56,13 @@ def later_events(trace: Trace, w: WriteStep, skip: Iterable[str] = ()) -> list[A
         if e.target.cls == "create" and e.target.role == w.target.role:
             continue  # an object's creation precedes every write to it; only its answer can come late
         same = 0 if e.target.role == w.target.role else 1
+        job = 1 if e.target.cls in ("job_suspend", "job_unsuspend") else 0
         if e.answered is not None and e.answered > w.ts:
-            found.append((same, e.answered, 0, After(e.target, "answered", e.status)))
+            found.append((same, job, e.answered, 0, After(e.target, "answered", e.status)))
         at = trace.delivered_at(e)
         if at is not None and at > w.ts:
-            found.append((same, at, 1, After(e.target, "delivered", None)))
-    found.sort(key=lambda x: (x[0], x[1], x[2]))
+            found.append((same, job, at, 1, After(e.target, "delivered", None)))
+    found.sort(key=lambda x: x[:4])
     return [a for *_, a in found]
 
 
@@ -148,7 +150,7 @@ def extension_moves(parent: Plan, trace: Trace) -> list[tuple[str, Move]]:
              [w for w in first if w.target.rule_id not in waited and w.target.role not in roles])
     out: list[tuple[str, Move]] = []
     for tier in tiers:
-        out += _holds(trace, tier, kinds=("hold_response", "hold"), skip=acting)
+        out += _holds(trace, tier, kinds=("hold_response", "hold"))
     return out
 
 
@@ -171,9 +173,14 @@ def extensions(parent: Candidate, trace: Trace, seen: set, max_depth: int = 3) -
 
 
 def interleave(per_case: list[list[Candidate]]) -> list[Candidate]:
-    """One list from each case's roots: by stage, then position within the case, then case order (so
-    every case gets its best candidates early)."""
-    keyed = [(c.stage, i, j, c) for j, cands in enumerate(per_case) for i, c in enumerate(cands)]
+    """One list from each case's roots: by stage, then position within the case's candidates of that
+    stage, then case order (so every case gets its best candidates early)."""
+    keyed = []
+    for j, cands in enumerate(per_case):
+        within: dict[int, int] = {}
+        for c in cands:
+            within[c.stage] = within.get(c.stage, -1) + 1
+            keyed.append((c.stage, within[c.stage], j, c))
     keyed.sort(key=lambda x: (x[0], x[1], x[2]))
     return [c for *_, c in keyed]
 

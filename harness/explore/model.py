@@ -210,7 +210,26 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
         rules.append(r)
     for rid, t in anchors.items():
         rules.append({"id": rid, "match": t.match(), "action": "observe", "times": None})
+    _held_cycle(rules)
     return rules
+
+
+def _held_cycle(rules: list[dict[str, Any]]) -> None:
+    """Raise Unsatisfiable for holds that wait for each other to be *held* in a ring: `held` means parked
+    now, so the first one released ends the other's chance (the plan loader accepts such rings: waiting for
+    `held` adds no edge to its deadlock check, docs/fault-plans.md)."""
+    edges = {r["id"]: {t["rule"] for t in (r.get("release") or {}).get("after") or []
+                       if t.get("state") == "held" and "rule" in t} for r in rules}
+
+    def reach(start: str, node: str, seen: set[str]) -> bool:
+        for nxt in edges.get(node, ()):
+            if nxt == start or (nxt not in seen and reach(start, nxt, seen | {nxt})):
+                return True
+        return False
+
+    for rid in edges:
+        if reach(rid, rid, {rid}):
+            raise Unsatisfiable(f"holds wait for each other to be held: {rid} is in a ring of `held` triggers")
 
 
 _REASONS = {409: "Conflict", 500: "InternalError", 429: "TooManyRequests", 503: "ServiceUnavailable"}

@@ -54,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "`kueue-harness explore` found on the control case it came from")
     g.addoption("--explore-runs", dest="kh_explore_runs", default=None, metavar="FILE",
                 help="(written by `kueue-harness explore`) JSON list of {id, case, plan}: one item per plan")
+    g.addoption("--explore-bundles", dest="kh_explore_bundles", choices=("all", "violations"), default="all",
+                help="perturbed runs: write the evidence bundle for every run (default) or only for runs that "
+                     "violated an invariant (explore's setting: a bundle costs about a second)")
 
 
 def _runs(config: pytest.Config) -> list[dict[str, Any]]:
@@ -218,6 +221,10 @@ class PerturbedRun:
         if self.monitor is not None:
             self.monitor.__exit__(None, None, None)
         ctx = self.ctx
+        judged = getattr(ctx, "judged", None)
+        if self.config.getoption("kh_explore_bundles") == "violations" and (
+                judged is None or judged.verdict != "reproduced"):
+            ctx.write_bundle = False
         try:
             result = self.result(nodeid)
             (ctx.dir / RESULT_FILE).write_text(json.dumps(result, indent=1, default=str))

@@ -1,0 +1,406 @@
+"""harness/explore on synthetic histories: a run's trace, the generator (its order and pruning), moves
+rendered as plans (and checked by the plan loader), extensions that compose the seed orderings of
+kubernetes-sigs/kueue#11480, the minimiser with a stand-in oracle, shards, merge, and the plan_happened
+assumption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.checkers import Selection, compose
+from harness.explore import driver, generate
+from harness.explore.minimize import drop_one, minimize
+from harness.explore.model import (
+    After, Candidate, Move, Target, Unsatisfiable, move_from_dict, move_to_dict, plan_document, plan_key, render_rules,
+    validate,
+)
+from harness.explore.plugin import explore_selection, same_case
+from harness.explore.trace import Trace, target_of, workload_role
+from harness.plans import parse_plan
+
+NS = "ns-a"
+WL1, WL2 = "job-job1-abcde", "job-job2-fghij"
+ADM1 = Target("admission", "job1", "job-job1-*")
+EVI1 = Target("eviction", "job1", "job-job1-*")
+QR1 = Target("quota_release", "job1", "job-job1-*")
+ADM2 = Target("admission", "job2", "job-job2-*")
+PEN1 = Target("pending", "job1", "job-job1-*")
+
+
+class Events:
+    """Builds proxy events the way the addon records them (docs/history.md), one flow at a time."""
+
+    def __init__(self) -> None:
+        self.out: list[dict] = []
+        self.flow = 0
+        self.t = 100.0
+
+    def tick(self, dt: float = 0.01) -> float:
+        self.t += dt
+        return self.t
+
+    def write(self, name: str, cls: str, *, kind: str = "Workload", strict: bool = False, status: int = 200,
+              rv: str | None = None, ns: str = NS, suspend: bool | None = None, answer: bool = True,
+              method: str = "PATCH", sub: str | None = "status") -> int:
+        self.flow += 1
+        w = {"kind": kind, "namespace": ns, "name": name, "write": cls, "method": method, "subresource": sub,
+             "strict": strict, "suspend": suspend}
+        self.out.append({"ts": self.tick(), "source": "proxy", "event": "request", "flow": self.flow, "write": w})
+        if answer:
+            self.out.append({"ts": self.tick(), "source": "proxy", "event": "response", "flow": self.flow,
+                             "status": status, "resource_version": rv, "namespace": ns, "name": name, "write": cls})
+        return self.flow
+
+    def answer(self, flow: int, name: str, cls: str, rv: str, status: int = 200) -> None:
+        self.out.append({"ts": self.tick(), "source": "proxy", "event": "response", "flow": flow, "status": status,
+                         "resource_version": rv, "namespace": NS, "name": name, "write": cls})
+
+    def watch(self, name: str, rv: str, *conds: str, typ: str = "MODIFIED", admission: bool = False) -> None:
+        self.out.append({"ts": self.tick(), "source": "proxy", "event": "watch_event", "type": typ, "namespace": NS,
+                         "name": name, "resource_version": rv, "conditions": {c: "True" for c in conds},
+                         "admission": admission})
+
+
+def reference() -> list[dict]:
+    """The writes of the seed control case without faults (docs/kueue-notes.md §11, the reference run)."""
+    e = Events()
+    e.write(WL1, "post", method="POST", sub=None, status=201, rv="5")
+    e.watch(WL1, "5", typ="ADDED")
+    e.write(WL1, "admission", rv="10")
+    e.watch(WL1, "10", "QuotaReserved", "Admitted", admission=True)
+    e.write("job1", "patch", kind="Job", strict=True, suspend=False, sub=None)
+    e.write(WL2, "post", method="POST", sub=None, status=201, rv="11")
+    e.write(WL1, "eviction", rv="12")
+    e.watch(WL1, "12", "QuotaReserved", "Evicted", admission=True)
+    e.write("job1", "patch", kind="Job", strict=True, suspend=True, sub=None)
+    e.write(WL1, "quota_release", strict=True, rv="14")
+    e.watch(WL1, "14", "Evicted", "Requeued")
+    e.write(WL2, "admission", rv="15")
+    e.watch(WL2, "15", "QuotaReserved", "Admitted", admission=True)
+    e.write(WL1, "pending", rv="16")
+    e.watch(WL1, "16", "Evicted", "Requeued")
+    # Another namespace and a write no move acts on (an Event).
+    e.write(WL1, "admission", rv="90", ns="other")
+    e.write("job1.123", "post", kind="Event", method="POST", sub=None, status=201)
+    return e.out
+
+
+def late_admission_run() -> list[dict]:
+    """The trace of "hold job1's admission until its eviction was answered": the admission lands after the
+    eviction and Kueue's watch delivers job1 overwritten (QuotaReserved, no Evicted)."""
+    e = Events()
+    e.write(WL1, "post", method="POST", sub=None, status=201, rv="5")
+    held = e.write(WL1, "admission", answer=False)
+    e.write(WL2, "post", method="POST", sub=None, status=201, rv="11")
+    e.write(WL1, "eviction", rv="12")
+    e.watch(WL1, "12", "QuotaReserved", "Evicted", admission=True)
+    e.answer(held, WL1, "admission", "13")
+    e.watch(WL1, "13", "QuotaReserved", "Admitted", admission=True)
+    e.write(WL1, "quota_release", strict=True, status=409)
+    e.write(WL1, "pending", rv="16")
+    e.watch(WL1, "16", "QuotaReserved", "Admitted", admission=True)
+    return e.out
+
+
+# ---- the trace ---------------------------------------------------------------------------------------
+
+def test_targets_classify_kueue_writes_by_kind_and_role() -> None:
+    assert workload_role(WL1, ["job1"]) == ("job1", "job-job1-*")
+    assert workload_role("job-my-job-1-x2c4d", ["my-job-1"]) == ("my-job-1", "job-my-job-1-*")
+    assert workload_role("plain-wl") == ("plain-wl", "plain-wl")
+    assert target_of({"kind": "Workload", "name": WL1, "write": "eviction", "subresource": "status"}) == EVI1
+    assert target_of({"kind": "Workload", "name": WL1, "write": "post", "method": "POST"}).cls == "create"
+    assert target_of({"kind": "Job", "name": "job1", "write": "patch", "suspend": True}).cls == "job_suspend"
+    assert target_of({"kind": "Job", "name": "job1", "write": "patch", "suspend": False}).match()["body_equals"] == "False"
+    # Job status, Job patches without spec.suspend, Events, Workload finalizer updates: no target.
+    assert target_of({"kind": "Job", "name": "job1", "write": "patch", "subresource": "status", "suspend": None}) is None
+    assert target_of({"kind": "Job", "name": "job1", "write": "patch", "suspend": None}) is None
+    assert target_of({"kind": "Event", "name": "x", "write": "post"}) is None
+    assert target_of({"kind": "Workload", "name": WL1, "write": "put", "method": "PUT"}) is None
+
+
+def test_trace_keeps_the_case_namespace_and_knows_deliveries() -> None:
+    t = Trace.from_events(reference(), NS, ["job1", "job2"])
+    assert [w.target.rule_id for w in t.first_writes()] == [
+        "create-job1", "admission-job1", "job-unsuspend-job1", "create-job2", "eviction-job1", "job-suspend-job1",
+        "quota-release-job1", "admission-job2", "pending-job1"]
+    adm = t.first_writes()[1]
+    assert adm.loose and adm.status == 200 and adm.rv == "10"
+    assert not t.first_writes()[6].loose  # the quota release is strict
+    assert t.delivered_at(adm) is not None and t.delivered_at(t.first_writes()[2]) is None  # Jobs are not watched
+    assert [d.rv for d in t.modified("job1")] == ["10", "12", "14", "16"]
+    facts = t.facts()
+    assert ("state", "job1", ("Admitted", "QuotaReserved", "admission")) in facts
+    assert ("write", "quota_release", "job1", 200) in facts
+    late = Trace.from_events(late_admission_run(), NS, ["job1", "job2"])
+    new = late.facts() - facts
+    assert ("change", "job1", ("Evicted", "QuotaReserved", "admission"),
+            ("Admitted", "QuotaReserved", "admission")) in new  # the overwritten eviction: a state never seen
+    assert ("write", "quota_release", "job1", 409) in new
+
+
+# ---- the generator -----------------------------------------------------------------------------------
+
+def test_later_events_same_object_first_workload_before_job_never_own_creation() -> None:
+    t = Trace.from_events(reference(), NS, ["job1", "job2"])
+    adm = t.first_writes()[1]
+    after = generate.later_events(t, adm)
+    words = [(a.target.rule_id, a.mode) for a in after]
+    assert words[:4] == [("eviction-job1", "answered"), ("eviction-job1", "delivered"),
+                         ("quota-release-job1", "answered"), ("quota-release-job1", "delivered")]
+    assert ("create-job1", "answered") not in words  # its own creation precedes it causally
+    assert words.index(("job-suspend-job1", "answered")) > words.index(("pending-job1", "delivered"))
+    assert words.index(("admission-job2", "answered")) > words.index(("job-suspend-job1", "answered"))
+    assert all(a.target.rule_id != "admission-job1" for a in after)
+
+
+def test_roots_start_with_late_loose_writes_and_prune() -> None:
+    t = Trace.from_events(reference(), NS, ["job1", "job2"])
+    roots = generate.roots(t, "case")
+    first = roots[0]
+    assert (first.stage, first.family, first.words()) == (
+        0, "stale", "hold the admission of job1 until the eviction of job1 was answered 200")
+    assert roots[1].moves[0].kind == "hold_response"
+    stage0 = [c for c in roots if c.stage == 0]
+    assert {c.moves[0].target.rule_id for c in stage0} <= {"admission-job1", "eviction-job1", "admission-job2",
+                                                           "pending-job1"}
+    assert all(c.moves[0].target.cls != "quota_release" for c in stage0)  # strict: stage 2
+    kinds = {c.moves[0].kind for c in roots}
+    assert kinds == {"hold", "hold_response", "drop_watch", "delay_watch", "fail", "restart"}
+    assert not any(c.moves[0].kind in ("hold", "hold_response") and c.moves[0].target.cls == "create" for c in roots)
+    drops = [c.moves[0].times for c in roots if c.moves[0].kind == "drop_watch" and c.moves[0].target.role == "job1"]
+    assert drops == [1, 2, 3]  # never the last event of an object: Kueue must see it as it is
+    assert len({plan_key(c.moves) for c in roots}) == len(roots)
+    assert all(validate(c.moves) is None for c in roots)
+
+
+def test_interleave_puts_each_case_best_first() -> None:
+    a = [Candidate((Move("fail", ADM1, status=500),), "a", "x", stage=s) for s in (0, 0, 2)]
+    b = [Candidate((Move("fail", ADM2, status=500),), "b", "x", stage=s) for s in (0, 2)]
+    got = generate.interleave([a, b])
+    assert [(c.case, c.stage) for c in got] == [("a", 0), ("b", 0), ("a", 0), ("a", 2), ("b", 2)]
+
+
+def test_shards_are_disjoint_and_cover_the_list() -> None:
+    cands = [Candidate((Move("fail", ADM1, status=400 + i),), "a", "x") for i in range(10)]
+    parts = [generate.shard(cands, i, 3) for i in (1, 2, 3)]
+    assert sum(len(p) for p in parts) == 10
+    assert {id(c) for p in parts for c in p} == {id(c) for c in cands}
+    assert generate.shard(cands, 2, 3) == generate.shard(cands, 2, 3)  # the same order on every machine
+    assert generate.parse_shard("2/4") == (2, 4) and generate.parse_shard(None) == (1, 1)
+    for bad in ("0/2", "3/2", "x", "1/0"):
+        with pytest.raises(ValueError, match="--shard"):
+            generate.parse_shard(bad)
+
+
+# ---- rendering and the plan loader ---------------------------------------------------------------------
+
+def test_seed_stuck_preemption_composes_into_a_valid_plan() -> None:
+    moves = (Move("hold", ADM1, (After(EVI1, "answered", 200),)),
+             Move("hold_response", EVI1, (After(ADM1, "delivered", None),)),
+             Move("hold", QR1, (After(ADM1, "answered", 200),)))
+    rules = {r["id"]: r for r in render_rules(moves)}
+    # The admission waits for the eviction to be applied: its answer is what the second move holds.
+    assert rules["admission-job1"]["release"]["after"] == [{"rule": "eviction-job1", "state": "held", "status": 200}]
+    assert rules["eviction-job1"]["release"]["after"] == [{"delivered": "admission-job1"}]
+    assert rules["quota-release-job1"]["release"]["after"] == [{"rule": "admission-job1", "state": "answered",
+                                                                 "status": 200}]
+    text = plan_document(moves, "seed", header="found by a test")
+    plan = parse_plan(text, "seed.yaml", namespace=NS)
+    assert [r.id for r in plan.rules] == ["admission-job1", "eviction-job1", "quota-release-job1"]
+    assert text.startswith("# found by a test\n")
+    assert validate(moves) is None
+
+
+def test_observed_anchor_for_a_trigger_no_move_acts_on() -> None:
+    moves = (Move("hold", ADM1, (After(ADM2, "answered", 200), After(PEN1, "delivered", None))),)
+    rules = render_rules(moves)
+    assert [r["id"] for r in rules] == ["admission-job1", "admission-job2", "pending-job1"]
+    assert rules[1]["action"] == "observe" and rules[1]["times"] is None
+    plan = parse_plan(plan_document(moves, "x"), "x")
+    assert plan.rules[0].release.timeout > 0
+
+
+def test_unsatisfiable_and_conflicting_moves_are_not_run() -> None:
+    with pytest.raises(Unsatisfiable):  # waits for a 200 that a fail move prevents
+        render_rules((Move("hold", ADM1, (After(EVI1),)), Move("fail", EVI1, status=500)))
+    with pytest.raises(ValueError, match="two moves act"):
+        render_rules((Move("fail", ADM1, status=500), Move("hold", ADM1, (After(EVI1),))))
+    ring = (Move("hold_response", ADM1, (After(EVI1),)), Move("hold_response", EVI1, (After(ADM1),)))
+    assert "ring" in validate(ring)
+    # A deadlock the plan loader itself refuses: each waits for the other's answer.
+    deadlock = (Move("hold", ADM1, (After(EVI1),)), Move("hold", EVI1, (After(ADM1),)))
+    assert "cycle" in validate(deadlock)
+
+
+def test_other_moves_render_as_their_actions() -> None:
+    w = Target("watch", "job1", "job-job1-*")
+    rules = render_rules((Move("drop_watch", w, times=2), Move("restart", EVI1, kill=True),
+                          Move("fail", ADM2, status=409, times=3)))
+    assert rules[0] == {"id": "watch-job1", "match": {"name": "job-job1-*", "event_type": "MODIFIED"},
+                        "action": "drop_watch_events", "times": 2}
+    assert rules[1]["action"] == "restart_kueue" and rules[1]["kill"] is True
+    assert rules[1]["release"]["after"] == [{"rule": "eviction-job1", "state": "answered", "status": 200}]
+    assert rules[2]["reason"] == "Conflict" and rules[2]["times"] == 3
+    assert parse_plan(plan_document((Move("delay_watch", w, times=1, delay=2.0),), "d"), "d").rules[0].delay == 2.0
+    m = Move("hold_response", EVI1, (After(ADM1, "delivered", None),))
+    assert move_from_dict(json.loads(json.dumps(move_to_dict(m)))) == m
+
+
+def test_observe_only_plan_for_reference_and_noop_runs() -> None:
+    plan = parse_plan(plan_document((), "noop"), "noop", namespace=NS)
+    assert [(r.id, r.action, r.match.namespace) for r in plan.rules] == [("observe-all", "observe", NS)]
+
+
+# ---- extensions: how the search composes the seed scenarios ---------------------------------------------
+
+def test_extension_of_the_late_admission_reaches_the_seed_stuck_plan_first() -> None:
+    parent = Candidate((Move("hold", ADM1, (After(EVI1, "answered", 200),)),), "case", "stale", id="p1")
+    trace = Trace.from_events(late_admission_run(), NS, ["job1", "job2"])
+    ext = generate.extensions(parent, trace, set())
+    words = [c.moves[1].words() for c in ext]
+    # The write the parent's trigger waited for comes first, its held answer before its held request; the
+    # held request would deadlock (the admission waits for its answer) and is not generated.
+    assert words[:2] == ["hold the answer to the eviction of job1 until the admission of job1 was answered 200",
+                         "hold the answer to the eviction of job1 until Kueue saw the admission of job1"]
+    assert not any(c.moves[1].kind == "hold" and c.moves[1].target == EVI1
+                   and c.moves[1].after[0].target == ADM1 for c in ext)
+    assert all(c.depth == 2 and c.parent == "p1" for c in ext)
+    # The seed plan (kubernetes-sigs/kueue#11480 scenario 1) is among them, and valid.
+    assert validate(ext[1].moves) is None
+    assert generate.extensions(ext[1], trace, set(), max_depth=2) == []
+
+
+def test_extensions_are_not_generated_twice() -> None:
+    parent = Candidate((Move("hold", ADM1, (After(EVI1, "answered", 200),)),), "case", "stale", id="p1")
+    trace = Trace.from_events(late_admission_run(), NS, ["job1", "job2"])
+    seen: set = set()
+    first = generate.extensions(parent, trace, seen)
+    assert first and generate.extensions(parent, trace, seen) == []
+
+
+# ---- the minimiser ------------------------------------------------------------------------------------
+
+def test_minimize_drops_moves_that_do_not_matter() -> None:
+    a = Move("hold", ADM1, (After(EVI1, "answered", 200),))
+    b = Move("hold_response", EVI1, (After(ADM1, "delivered", None),))
+    c = Move("fail", ADM2, status=500)
+    calls: list[int] = []
+
+    def oracle(plans):  # reproduces whenever a and b are both in the plan, 3 of 3 runs
+        calls.append(len(plans))
+        return [3 if (a in p and b in p) else 0 for p in plans]
+
+    m = minimize((a, b, c), oracle, runs=3)
+    assert set(m.moves) == {a, b} and m.hits == 3 and m.complete
+    assert calls[0] == 1  # the confirmation run of the whole plan
+    assert drop_one((a,)) == []
+
+
+def test_minimize_keeps_a_plan_only_as_reliable_and_stops_without_time() -> None:
+    a = Move("hold", ADM1, (After(EVI1, "answered", 200),))
+    b = Move("fail", ADM2, status=500)
+    m = minimize((a, b), lambda plans: [2 if len(p) == 2 else 1 for p in plans], runs=3)
+    assert m.moves == (a, b) and m.hits == 2  # one move fewer reproduced less often: kept both
+    budget = iter([[3], None])
+    m = minimize((a, b), lambda plans: next(budget), runs=3)
+    assert not m.complete and m.moves == (a, b)
+    assert minimize((a,), lambda plans: [0], runs=2).hits == 0  # not reproducible: nothing dropped
+
+
+# ---- outcomes, keys, merge ----------------------------------------------------------------------------
+
+def test_outcome_and_violation_keys() -> None:
+    live = {"check": "liveness", "result": "violated", "summary": "job2 is stuck: got no quota (3.1s, conclusive)"}
+    quota = {"check": "quota", "result": "violated", "summary": "transient: ClusterQueue cq flavor rf cpu: 2 of 1"}
+    late = {"check": "liveness", "result": "violated", "summary": "job2 got quota only after 17.20s"}
+    assert driver.violation_keys([live, quota, late]) == ["liveness:job2:late", "liveness:job2:stuck", "quota:cq"]
+    assert driver.outcome({"verdict": "reproduced", "findings": [live]}) == ("violation", "liveness:job2:stuck")
+    failed = {"check": "plan_happened", "result": "violated", "assumption": True, "summary": "s",
+              "evidence": "admission-job1 ended by hold_timeout"}
+    assert driver.outcome({"verdict": "error", "findings": [failed]})[0] == "discarded"
+    assert driver.outcome({"verdict": "error", "findings": [], "reason": "WaitTimeout"})[0] == "error"
+    assert driver.outcome(None)[0] == "error"
+    assert driver.outcome({"verdict": "passed"}) == ("passed", "")
+
+
+def test_merge_sums_shards_and_keeps_the_earliest_finding(tmp_path: Path) -> None:
+    counts = {"tried": 5, "discarded": 1, "errors": 0, "passed": 3, "violations": 1, "distinct": 1, "noop_runs": 1,
+              "false_positives": 0, "noop_discarded": 0}
+    f = {"key": "quota:cq", "first_run": "s1-p0004", "first_index": 4, "first_minutes": 2.0, "plan": "x"}
+    for i, minutes in ((1, 9.0), (2, 7.5)):
+        d = tmp_path / f"s{i}"
+        d.mkdir()
+        (d / "explore.json").write_text(json.dumps({"cases": ["c"], "kueue": "v0.17.0", "shard": [i, 2],
+                                                    "minutes": minutes, "counts": counts,
+                                                    "findings": [{**f, "first_minutes": f["first_minutes"] * i}]}))
+    r = driver.merge([tmp_path / "s1", tmp_path / "s2"], tmp_path / "all")
+    assert r["counts"]["tried"] == 10 and r["counts"]["distinct"] == 1 and r["minutes"] == 9.0
+    assert r["machine_minutes"] == 16.5 and r["findings"][0]["first_minutes"] == 2.0
+    assert "| 10 | 2 | 0 | 2 | 1 | 2 | 0 | 9.0 |" in (tmp_path / "all" / "summary.md").read_text()
+    with pytest.raises(Exception, match="no explore.json"):
+        driver.merge([tmp_path])
+
+
+def test_cases_resolve_by_name_or_node_id() -> None:
+    assert driver.resolve_case("test_stuck_preemption_control") == \
+        "cases/kueue_11480/test_stuck_preemption.py::test_stuck_preemption_control"
+    with pytest.raises(Exception, match="control cases: .*test_quota_oversubscription_control"):
+        driver.resolve_case("test_nope")
+
+
+def test_same_case_ignores_parameters_and_roots() -> None:
+    assert same_case("cases/k/test_a.py::test_b", "/work/x/cases/k/test_a.py::test_b[p0001]")
+    assert not same_case("cases/k/test_a.py::test_b", "cases/k/test_a.py::test_bc")
+
+
+def test_explore_selection_adds_the_oracles_and_keeps_the_case_parameters() -> None:
+    sel = explore_selection({"liveness": {"jobs": ["job2"]}, "no_hold_expired": {}})
+    assert sel["liveness"] == {"jobs": ["job2"]}
+    assert {"plan_happened", "quota", "log_flood"} <= set(sel)
+
+
+# ---- the plan_happened assumption ----------------------------------------------------------------------
+
+def _rule_added(ts: float, rule: dict) -> dict:
+    return {"ts": ts, "source": "proxy", "event": "rule_added", "rule": rule}
+
+
+def _judge(events: list[dict]) -> tuple[str, str]:
+    h = [{"ts": 1.0, "source": "harness", "event": "case_started", "namespace": NS}, *events,
+         {"ts": 50.0, "source": "harness", "event": "verdict"}]
+    v = compose(Selection({"plan_happened": {}}), h, {})
+    return v.verdict, v.findings[0].evidence
+
+
+HOLD = {"id": "admission-job1", "action": "hold", "stage": "request",
+        "release": {"after": [{"rule": "eviction-job1", "state": "held", "status": 200}], "timeout": 6}}
+
+
+def test_plan_happened_when_holds_end_by_their_triggers() -> None:
+    ok = [_rule_added(2, HOLD), _rule_added(2, {"id": "pending-job1", "action": "observe"}),
+          {"ts": 3, "source": "proxy", "event": "held", "rule": "admission-job1", "flow": 4},
+          {"ts": 4, "source": "proxy", "event": "released", "rule": "admission-job1", "why": "triggers: eviction-job1 held"}]
+    assert _judge(ok)[0] == "passed"
+    timed_out = ok[:3] + [{"ts": 9, "source": "proxy", "event": "hold_timeout", "rule": "admission-job1"}]
+    verdict, why = _judge(timed_out)
+    assert verdict == "error" and "not by its triggers" in why
+    verdict, why = _judge(ok[:2])
+    assert verdict == "error" and "held nothing" in why
+
+
+def test_plan_happened_for_fails_watch_drops_and_restarts() -> None:
+    fail = _rule_added(2, {"id": "eviction-job1", "action": "fail", "stage": "request"})
+    assert _judge([fail])[0] == "error"
+    assert _judge([fail, {"ts": 3, "source": "proxy", "event": "failed", "rule": "eviction-job1"}])[0] == "passed"
+    drop = _rule_added(2, {"id": "watch-job1", "action": "drop_watch_events"})
+    assert _judge([drop, {"ts": 3, "source": "proxy", "event": "watch_event_dropped", "rule": "watch-job1"}])[0] == "passed"
+    restart = _rule_added(2, {"id": "restart-kueue", "action": "restart_kueue",
+                              "release": {"after": [{"rule": "x", "state": "answered"}]}})
+    fired = {"ts": 3, "source": "proxy", "event": "signalled", "rule": "restart-kueue", "why": "triggers: x answered"}
+    done = {"ts": 4, "source": "proxy", "event": "signal_done", "rule": "restart-kueue", "ok": True}
+    assert _judge([restart, fired, done])[0] == "passed"
+    assert _judge([restart, fired, {**done, "ok": False}])[0] == "error"
