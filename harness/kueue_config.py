@@ -9,10 +9,11 @@ Facts about Kueue's Configuration: docs/kueue-notes.md §2; the declaration form
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,11 @@ KNOWN_FRAMEWORKS = (
 )
 #: Gates every component-base feature gate knows besides the component's own (k8s.io/component-base/featuregate).
 GENERIC_GATES = ("AllAlpha", "AllBeta")
+#: A feature gate's value meaning "on where this Kueue build knows the gate, left out of the Configuration
+#: elsewhere": for a fix behind a gate that exists only from some release on (PrioritizePreemptorWorkloads:
+#: v0.18.6, v0.19.2, main; kubernetes-sigs/kueue#13662), since Kueue refuses to start with a gate it does not
+#: know (cmd/kueue/main.go:166-169 at v0.17.0). Resolved per build by KueueConfig.resolve().
+IF_KNOWN = "if-known"
 _GATE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 _DURATION = re.compile(r"^(\d+(\.\d+)?(ns|us|ms|s|m|h))+$")
 
@@ -66,17 +72,48 @@ class KueueConfig:
     """A declared Kueue configuration. Empty (the default) means the harness's own Configuration exactly as
     `harness/env/local.py` writes it. `feature_gates`: gate -> bool; `fair_sharing`: Configuration.fairSharing
     or None; `wait_for_pods_ready`: Configuration.waitForPodsReady or None; `integrations`: frameworks added to
-    batch/job; `overrides`: other top-level Configuration keys, merged last (mappings merged key by key)."""
+    batch/job; `overrides`: other top-level Configuration keys, merged last (mappings merged key by key).
+    A gate may also be IF_KNOWN ("if-known"): on where the build knows it, absent elsewhere; `known_gates`
+    (set by resolve(): the gates the build knows, None before) decides which, and apply() refuses an
+    unresolved one."""
 
-    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    feature_gates: Mapping[str, bool | str] = field(default_factory=dict)
     fair_sharing: Mapping[str, Any] | None = None
     wait_for_pods_ready: Mapping[str, Any] | None = None
     integrations: tuple[str, ...] = ()
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    known_gates: frozenset[str] | None = None
 
     @property
     def is_default(self) -> bool:
         return not self.to_json()
+
+    @property
+    def if_known(self) -> tuple[str, ...]:
+        """The gates declared IF_KNOWN, sorted."""
+        return tuple(sorted(k for k, v in self.feature_gates.items() if v == IF_KNOWN))
+
+    def resolve(self, known: "Iterable[str]") -> "KueueConfig":
+        """This declaration for a build whose feature table has the gates `known` (names): its IF_KNOWN gates
+        become on where known and are left out elsewhere (effective_gates()). The declaration itself
+        (to_json) keeps saying "if-known"; summary() says what each became."""
+        return dataclasses.replace(self, known_gates=frozenset(known))
+
+    def effective_gates(self) -> dict[str, bool]:
+        """Gate -> bool as given to Kueue: the declared true/false, and each IF_KNOWN gate as true when the
+        build knows it (left out when it does not). Raises KueueConfigError for an IF_KNOWN gate before
+        resolve()."""
+        if self.if_known and self.known_gates is None:
+            raise KueueConfigError(f"feature gates {', '.join(self.if_known)} are declared {IF_KNOWN!r}, but nothing "
+                                   "said which gates this Kueue build knows (KueueConfig.resolve)")
+        return {k: (True if v == IF_KNOWN else bool(v)) for k, v in self.feature_gates.items()
+                if v != IF_KNOWN or k in (self.known_gates or ())}
+
+    def if_known_given(self) -> dict[str, bool]:
+        """For the records: each IF_KNOWN gate -> whether it was given (on) to this build; {} before resolve()."""
+        if self.known_gates is None:
+            return {}
+        return {k: k in self.known_gates for k in self.if_known}
 
     def to_json(self) -> dict[str, Any]:
         """The declaration in Kueue's spellings, only what was declared: {"featureGates": {...}, ...}."""
@@ -96,7 +133,7 @@ class KueueConfig:
     def over(self, base: "KueueConfig") -> "KueueConfig":
         """This declaration laid over `base` (e.g. a plan's `kueue:` over the case marker's): gates and
         overrides merged key by key, the rest replaced where this one declares it."""
-        return KueueConfig(
+        return KueueConfig(  # unresolved: resolve() the result for the build that runs
             feature_gates={**base.feature_gates, **self.feature_gates},
             fair_sharing=self.fair_sharing if self.fair_sharing is not None else base.fair_sharing,
             wait_for_pods_ready=self.wait_for_pods_ready if self.wait_for_pods_ready is not None else base.wait_for_pods_ready,
@@ -106,11 +143,13 @@ class KueueConfig:
 
     def apply(self, base: Mapping[str, Any]) -> dict[str, Any]:
         """The Configuration Kueue is given: `base` (the harness's own, a dict) with this declaration laid
-        over it. featureGates are merged over the base's; integrations.frameworks extended; overrides merged
-        last. Does not change `base`."""
+        over it. featureGates (effective_gates(): IF_KNOWN ones as resolved) are merged over the base's;
+        integrations.frameworks extended; overrides merged last. Does not change `base`. Raises
+        KueueConfigError for an unresolved IF_KNOWN gate."""
         cfg = copy.deepcopy(dict(base))
-        if self.feature_gates:
-            cfg["featureGates"] = {**(cfg.get("featureGates") or {}), **self.feature_gates}
+        gates = self.effective_gates()
+        if gates:
+            cfg["featureGates"] = {**(cfg.get("featureGates") or {}), **gates}
         if self.fair_sharing is not None:
             cfg["fairSharing"] = copy.deepcopy(dict(self.fair_sharing))
         if self.wait_for_pods_ready is not None:
@@ -122,10 +161,21 @@ class KueueConfig:
         return _deep_merge(cfg, self.overrides)
 
     def summary(self) -> str:
-        """One line for logs and report.md: "featureGates PrioritizePreemptorWorkloads=true; fairSharing on"."""
+        """One line for logs and report.md: "featureGates PrioritizePreemptorWorkloads=true; fairSharing on";
+        an IF_KNOWN gate reads "Gate=if-known (on: known to this build)" or "(left off: unknown to this
+        build)" once resolved, "Gate=if-known" before."""
         parts = []
+        given = self.if_known_given()
+
+        def gate(k: str, v: bool | str) -> str:
+            if v != IF_KNOWN:
+                return f"{k}={str(v).lower()}"
+            if k not in given:
+                return f"{k}={IF_KNOWN}"
+            return f"{k}={IF_KNOWN} ({'on: known to' if given[k] else 'left off: unknown to'} this build)"
+
         if self.feature_gates:
-            parts.append("featureGates " + ", ".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items())))
+            parts.append("featureGates " + ", ".join(gate(k, v) for k, v in sorted(self.feature_gates.items())))
         if self.fair_sharing is not None:
             parts.append(f"fairSharing {', '.join(self.fair_sharing.get('preemptionStrategies') or []) or 'on'}")
         if self.wait_for_pods_ready is not None:
@@ -154,7 +204,8 @@ def parse(data: Any, where: str = "kueue config") -> KueueConfig:
     """Build a KueueConfig from a declaration: a mapping with any of feature_gates/featureGates,
     fair_sharing/fairSharing, wait_for_pods_ready/waitForPodsReady, integrations, overrides/configuration.
 
-    - feature gates: {Name: true|false};
+    - feature gates: {Name: true|false|"if-known"} ("if-known": on where the build knows the gate, left out
+      elsewhere; IF_KNOWN);
     - fair sharing: true (both preemption strategies), false/null (off), or a Configuration.fairSharing
       mapping ({preemptionStrategies: [...]});
     - waitForPodsReady: a duration string ("30s": the timeout) or a mapping with `timeout`;
@@ -181,18 +232,19 @@ def parse(data: Any, where: str = "kueue config") -> KueueConfig:
             problems.append(f"{where}: {key!r} is given twice (as {canon} and another spelling)")
             continue
         seen[canon] = value
-    gates: dict[str, bool] = {}
+    gates: dict[str, bool | str] = {}
     raw = seen.get("featureGates")
     if raw is not None:
         if not isinstance(raw, Mapping):
-            problems.append(f"{where}: featureGates must be a mapping of gate name to true/false")
+            problems.append(f"{where}: featureGates must be a mapping of gate name to true/false/{IF_KNOWN!r}")
         else:
             for name, on in raw.items():
                 if not isinstance(name, str) or not _GATE_NAME.match(name):
                     problems.append(f"{where}: featureGates: {name!r} is not a feature gate name (CamelCase, as in "
                                     "Kueue's pkg/features/kube_features.go)")
-                elif not isinstance(on, bool):
-                    problems.append(f"{where}: featureGates.{name} must be true or false, not {on!r}")
+                elif not isinstance(on, bool) and on != IF_KNOWN:
+                    problems.append(f"{where}: featureGates.{name} must be true, false or {IF_KNOWN!r} (on where the "
+                                    f"Kueue build knows the gate), not {on!r}")
                 else:
                     gates[name] = on
     fair = _fair_sharing(seen.get("fairSharing", None), "fairSharing" in seen, where, problems)

@@ -581,7 +581,8 @@ def _configure_kueue(item: pytest.Item, env: Any, ctx: CaseContext) -> None:
     ctx.record("kueue_configured", why="case", declared=cfg.to_json(), summary=cfg.summary(), **res,
                feature_gates=dict(getattr(env, "kueue_reported_gates", {}) or {}))
     item._kh_kueue_config = {"declared": cfg.to_json(), "restarted": res["restarted"],  # type: ignore[attr-defined]
-                             "restart_seconds": res["seconds"]}
+                             "restart_seconds": res["seconds"],
+                             **({"if_known": res["if_known"]} if "if_known" in res else {})}
 
 
 def _delete_case_objects(ctx: CaseContext) -> None:

@@ -372,6 +372,7 @@ class LocalEnvironment:
             kueue_config=kueue_config or kconfig.DEFAULT,
         )
         try:
+            env.kueue_config = env.resolve_kueue_config(env.kueue_config)
             env.check_kueue_config(env.kueue_config)
         except BaseException:
             env.stop()
@@ -946,33 +947,55 @@ class LocalEnvironment:
         self.started["kueue_starts"] = self.kueue_starts() + 1
 
     # ---- per-case Kueue configuration (harness/kueue_config.py, docs/kueue-config.md) --------------
+    def resolve_kueue_config(self, cfg: kconfig.KueueConfig) -> kconfig.KueueConfig:
+        """`cfg` with its "if-known" feature gates (kconfig.IF_KNOWN) resolved for this build: on where its
+        pkg/features/kube_features.go has the gate, else (no copy of that file at hand) where the running
+        Kueue reported it in its "Loaded feature gates" line; left out otherwise. `cfg` itself when it has
+        none. Raises KueueConfigError when neither source is at hand."""
+        if not cfg.if_known:
+            return cfg
+        found = kconfig.features_text(self.bins.kueue_build)
+        if found is not None:
+            return cfg.resolve(kconfig.parse_gates(found[0]))
+        if self.kueue_reported_gates:
+            return cfg.resolve(self.kueue_reported_gates)
+        raise kconfig.KueueConfigError(
+            f"cannot tell whether Kueue {self.kueue_version} knows {', '.join(cfg.if_known)} (declared "
+            f"{kconfig.IF_KNOWN!r}): no copy of its {kconfig.FEATURES_FILE} is at hand and Kueue has not reported "
+            "its gates yet. Give the Kueue repository (--kueue-repo / KUEUE_HARNESS_KUEUE_REPO) or say true/false")
+
     def check_kueue_config(self, cfg: kconfig.KueueConfig) -> None:
-        """Refuse `cfg` before Kueue sees it: its feature gates must be in this build's
-        pkg/features/kube_features.go and not set against a locked default. Raises KueueConfigError. Without
-        a copy of that file at hand the gates are left to Kueue (which exits on an unknown one)."""
-        if not cfg.feature_gates:
+        """Refuse `cfg` (resolved: resolve_kueue_config) before Kueue sees it: the feature gates it gives must
+        be in this build's pkg/features/kube_features.go and not set against a locked default. Raises
+        KueueConfigError. Without a copy of that file at hand the gates are left to Kueue (which exits on an
+        unknown one)."""
+        gates = cfg.effective_gates()
+        if not gates:
             return
         found = kconfig.features_text(self.bins.kueue_build)
         if found is None:
-            self.say(f"cannot check feature gates {', '.join(cfg.feature_gates)}: no copy of Kueue's "
+            self.say(f"cannot check feature gates {', '.join(gates)}: no copy of Kueue's "
                      f"{kconfig.FEATURES_FILE} of this build is at hand; Kueue itself will refuse an unknown one")
             return
-        kconfig.check_gates(cfg.feature_gates, kconfig.parse_gates(found[0]), self.kueue_version)
+        kconfig.check_gates(gates, kconfig.parse_gates(found[0]), self.kueue_version)
 
     def configure_kueue(self, cfg: "kconfig.KueueConfig | None") -> dict[str, Any]:
         """Give Kueue the configuration `cfg` declares (None: the harness's default). Kueue is restarted
         only when the Configuration file this makes differs from the one the running Kueue was started with;
         the webhooks follow the integrations. Returns {"restarted": bool, "seconds": restart seconds (0 when
-        not restarted)}. Raises KueueConfigError before touching Kueue for a bad gate; when Kueue does not
-        start with the new file, it is started again with the previous one and KueueConfigError says why."""
-        cfg = cfg or kconfig.DEFAULT
+        not restarted)}, plus "if_known": {gate: given (bool)} when `cfg` declares "if-known" gates (resolved
+        for this build: resolve_kueue_config). Raises KueueConfigError before touching Kueue for a bad gate;
+        when Kueue does not start with the new file, it is started again with the previous one and
+        KueueConfigError says why."""
+        cfg = self.resolve_kueue_config(cfg or kconfig.DEFAULT)
+        extra = {"if_known": cfg.if_known_given()} if cfg.if_known else {}
         previous = self.kueue_config
         written = self.state / "kueue-config.yaml"
         running = yaml.safe_load(written.read_text()) if written.is_file() else None
         self.kueue_config = cfg
         wanted = self._kueue_config()
         if running == wanted and self.kueue_alive():
-            return {"restarted": False, "seconds": 0.0}
+            return {"restarted": False, "seconds": 0.0, **extra}
         try:
             self.check_kueue_config(cfg)
         except BaseException:
@@ -993,7 +1016,7 @@ class LocalEnvironment:
                 f"Kueue did not start with {cfg.summary()}: {str(e).splitlines()[0]}\n(its log: {self.kueue_log}). "
                 "Kueue runs again with the previous configuration; fix the declaration") from None
         self.started["kueue_config_changes"] = self.started.get("kueue_config_changes", 0) + 1
-        return {"restarted": True, "seconds": round(time.monotonic() - t, 3)}
+        return {"restarted": True, "seconds": round(time.monotonic() - t, 3), **extra}
 
     def kueue_config_info(self) -> dict[str, Any]:
         """For summary.json, bundle.json and report.md: what was declared, the Configuration file the running
@@ -1003,8 +1026,11 @@ class LocalEnvironment:
             configuration = yaml.safe_load(written.read_text())
         except OSError:
             configuration = None
-        return {"declared": self.kueue_config.to_json(), "summary": self.kueue_config.summary(),
+        info = {"declared": self.kueue_config.to_json(), "summary": self.kueue_config.summary(),
                 "configuration": configuration, "feature_gates_reported": dict(self.kueue_reported_gates)}
+        if self.kueue_config.if_known:
+            info["if_known"] = self.kueue_config.if_known_given()  # "if-known" gate -> given (on) to this build
+        return info
 
     # ---- stop ------------------------------------------------------------------------------------
     def stop(self) -> None:

@@ -75,7 +75,7 @@ def test_apply_merges_gates_extends_frameworks_and_merges_overrides_last():
 
 @pytest.mark.parametrize("decl, words", [
     ({"feature_gate": {}}, ["unknown key 'feature_gate'", "feature_gates (featureGates)"]),
-    ({"feature_gates": {"PartialAdmission": "yes"}}, ["featureGates.PartialAdmission must be true or false"]),
+    ({"feature_gates": {"PartialAdmission": "yes"}}, ["featureGates.PartialAdmission must be true, false or 'if-known'"]),
     ({"feature_gates": {"partial-admission": True}}, ["is not a feature gate name"]),
     ({"fair_sharing": {"preemptionStrategies": ["Biggest"]}}, ["preemptionStrategies must be a non-empty list"]),
     ({"fair_sharing": "on"}, ["fairSharing must be true, false or a mapping"]),
@@ -187,3 +187,55 @@ def test_features_text_from_a_source_tree(tmp_path):
 
     text, where = kc.features_text(Build())
     assert text == VERSIONED and where == str(f)
+
+
+def test_if_known_gate_is_on_where_the_build_knows_it_and_absent_elsewhere():
+    """kubernetes-sigs/kueue#13662: PrioritizePreemptorWorkloads exists from v0.18.6/v0.19.2 only, and Kueue
+    refuses a gate it does not know; "if-known" turns it on where it exists."""
+    cfg = kc.parse({"feature_gates": {"PrioritizePreemptorWorkloads": "if-known", "PartialAdmission": False}})
+    assert cfg.if_known == ("PrioritizePreemptorWorkloads",)
+    assert cfg.to_json()["featureGates"] == {"PartialAdmission": False, "PrioritizePreemptorWorkloads": "if-known"}
+    with pytest.raises(KueueConfigError, match="declared 'if-known', but nothing said which gates"):
+        cfg.apply(BASE)  # unresolved: which build is not known yet
+    assert cfg.summary() == "featureGates PartialAdmission=false, PrioritizePreemptorWorkloads=if-known"
+
+    new = cfg.resolve(kc.parse_gates(VERSIONED) | {"PrioritizePreemptorWorkloads": None})
+    assert new.apply(BASE)["featureGates"] == {"VisibilityOnDemand": False, "PartialAdmission": False,
+                                               "PrioritizePreemptorWorkloads": True}
+    assert new.if_known_given() == {"PrioritizePreemptorWorkloads": True}
+    assert "PrioritizePreemptorWorkloads=if-known (on: known to this build)" in new.summary()
+    assert new.to_json() == cfg.to_json()  # the declaration is still what was declared
+
+    old = cfg.resolve(kc.parse_gates(VERSIONED))
+    assert old.apply(BASE)["featureGates"] == {"VisibilityOnDemand": False, "PartialAdmission": False}
+    assert old.if_known_given() == {"PrioritizePreemptorWorkloads": False}
+    assert "PrioritizePreemptorWorkloads=if-known (left off: unknown to this build)" in old.summary()
+    kc.check_gates(old.effective_gates(), kc.parse_gates(VERSIONED), "v0.17.0", {})  # nothing unknown is given
+
+
+def test_if_known_only_gate_gives_nothing_on_an_old_build_and_survives_over():
+    cfg = kc.parse({"featureGates": {"PrioritizePreemptorWorkloads": "if-known"}, "fairSharing": True})
+    both = kc.parse({"featureGates": {"PartialAdmission": False}}).over(cfg)
+    assert both.if_known == ("PrioritizePreemptorWorkloads",) and both.known_gates is None
+    got = both.resolve(["PartialAdmission"]).apply(BASE)
+    assert got["featureGates"] == {"VisibilityOnDemand": False, "PartialAdmission": False}
+    assert "fairSharing" in got
+    assert kc.parse({"featureGates": {"PrioritizePreemptorWorkloads": "if-known"}}).resolve([]).apply(BASE) == BASE
+
+
+def test_environment_resolves_if_known_from_the_build_or_from_what_kueue_reported(monkeypatch):
+    from types import SimpleNamespace
+
+    from harness.env.local import LocalEnvironment
+
+    cfg = kc.parse({"feature_gates": {"PrioritizePreemptorWorkloads": "if-known"}})
+    env = SimpleNamespace(bins=SimpleNamespace(kueue_build=None), kueue_reported_gates={}, kueue_version="v0.19.2")
+    monkeypatch.setattr(kc, "features_text", lambda build: (VERSIONED.replace("LendingLimit", "PrioritizePreemptorWorkloads"), "x"))
+    assert LocalEnvironment.resolve_kueue_config(env, cfg).if_known_given() == {"PrioritizePreemptorWorkloads": True}
+    monkeypatch.setattr(kc, "features_text", lambda build: None)
+    env.kueue_reported_gates = {"PartialAdmission": True}
+    assert LocalEnvironment.resolve_kueue_config(env, cfg).if_known_given() == {"PrioritizePreemptorWorkloads": False}
+    env.kueue_reported_gates = {}
+    with pytest.raises(KueueConfigError, match="cannot tell whether Kueue v0.19.2 knows PrioritizePreemptorWorkloads"):
+        LocalEnvironment.resolve_kueue_config(env, cfg)
+    assert LocalEnvironment.resolve_kueue_config(env, kc.DEFAULT) is kc.DEFAULT
