@@ -138,11 +138,13 @@ class Explorer:
     def __init__(self, cases: list[str], spec: Any, out: Path, *, minutes: float = 30.0, max_runs: int = 400,
                  batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 3,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
-                 stop_after: int | None = None, say: Callable[[str], None] = print) -> None:
+                 stop_after: int | None = None, reference_only: bool = False,
+                 say: Callable[[str], None] = print) -> None:
         self.cases, self.spec, self.out, self.say = cases, spec, out, say
         self.budget, self.max_runs, self.batch = minutes * 60.0, max_runs, max(1, batch)
         self.shard, self.max_depth, self.min_runs, self.noop_every = shard, max_depth, max(1, min_runs), max(1, noop_every)
         self.reference_dir, self.minimize_budget, self.stop_after = reference, minimize_minutes * 60.0, stop_after
+        self.reference_only = reference_only
         self.t0 = time.monotonic()
         self.queue: list[tuple[int, int, int, int, Candidate]] = []
         self.seq = 0
@@ -447,6 +449,9 @@ class Explorer:
     def run(self) -> dict[str, Any]:
         self.out.mkdir(parents=True, exist_ok=True)
         traces = self.reference()
+        if self.reference_only:
+            self.say(f"[explore] reference runs saved in {self.out / 'reference'} (for --reference)")
+            return self.write()
         roots = self.seed(traces)
         self.say(f"[explore] {roots} root perturbation(s) in shard {self.shard[0]}/{self.shard[1]}; budget "
                  f"{self.budget / 60:.0f} min, at most {self.max_runs} runs")
@@ -547,6 +552,8 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--noop-every", type=int, default=20, help="a no-op run every N perturbations (default 20)")
     ex.add_argument("--reference", help="reuse the reference runs of an earlier exploration's folder")
     ex.add_argument("--stop-after", type=int, help="stop once this many distinct violations were found")
+    ex.add_argument("--reference-only", action="store_true",
+                    help="only run the reference runs (for shards on other machines: --reference DIR)")
     ex.set_defaults(func=cli)
 
 
@@ -576,7 +583,8 @@ def cli(args: Any) -> int:
     binaries.ensure_all(spec, lambda line: print(f"    {line}"))
     ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
                   max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
-                  reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after)
+                  reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
+                  reference_only=args.reference_only)
     result = ex.run()
     print()
     print(render_summary(result), end="")

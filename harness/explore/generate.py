@@ -124,12 +124,13 @@ def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
 
 def roots(trace: Trace, case: str, seen: set | None = None) -> list[Candidate]:
     """The root candidates of a case from its reference trace: valid, deduplicated, in order; `seen`
-    (plan keys generated before) is updated."""
+    ((case, plan key) of every candidate generated before: the same plan on another case is another
+    experiment) is updated."""
     seen = seen if seen is not None else set()
     out = []
     for stage, fam, m in root_moves(trace):
         plan = (m,)
-        k = plan_key(plan)
+        k = (case, plan_key(plan))
         if k in seen or validate(plan):
             continue
         seen.add(k)
@@ -162,7 +163,7 @@ def extensions(parent: Candidate, trace: Trace, seen: set, max_depth: int = 3) -
     out = []
     for fam, m in extension_moves(parent.moves, trace):
         plan = (*parent.moves, m)
-        k = plan_key(plan)
+        k = (parent.case, plan_key(plan))
         if k in seen or validate(plan):
             continue
         seen.add(k)

@@ -205,6 +205,10 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "case_nodes_deleted"): ("nodes", "pods_left"),
     ("harness", "kueue_restart"): ("kill",),  # optional: rule (a plan's process fault)
     ("harness", "oversubscription_lasted"): ("persisted",),
+    ("harness", "perturbed_run"): ("run", "plan", "file", "moves"),  # harness/explore/plugin.py
+    ("harness", "step_skipped"): ("what", "why", "after"),
+    ("harness", "settle_problem"): ("problem",),
+    ("harness", "explore_result_not_written"): ("error",),
     ("proxy", "flow_error"): ("flow", "error"),
     ("proxy", "rule_added"): ("rule",),
     ("proxy", "request"): ("flow", "method", "path", "write"),

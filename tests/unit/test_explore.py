@@ -404,3 +404,63 @@ def test_plan_happened_for_fails_watch_drops_and_restarts() -> None:
     done = {"ts": 4, "source": "proxy", "event": "signal_done", "rule": "restart-kueue", "ok": True}
     assert _judge([restart, fired, done])[0] == "passed"
     assert _judge([restart, fired, {**done, "ok": False}])[0] == "error"
+
+
+# ---- the search loop, with runs made up instead of run ------------------------------------------------
+
+def test_search_order_noop_runs_extensions_and_minimising(tmp_path: Path) -> None:
+    """Explorer.search with a stand-in for the pytest batches: the first batch starts with a no-op run, the
+    first perturbation of the reference reproduces (and is minimised at once, in its own batches), a passed
+    run that reached new states has its extensions queued before the remaining roots."""
+
+    class Spec:
+        wanted = "v0.17.0"
+
+        def cli_args(self):
+            return ["--kueue-version", "v0.17.0"]
+
+    batches: list[list[str]] = []
+    stuck = {"check": "liveness", "result": "violated", "summary": "job2 is stuck: got no quota (1.0s, conclusive)"}
+
+    def fake_batch(items):
+        batches.append([rid for rid, _, _ in items])
+        out = {}
+        for rid, cand, case in items:
+            res = {"events": reference(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
+                   "verdict": "passed", "seconds": 1.0, "evidence": str(tmp_path), "bundle": ""}
+            if cand is not None and cand.moves[0].kind == "hold" and cand.moves[0].after[0].target == EVI1 \
+                    and cand.moves[0].after[0].mode == "answered":
+                res.update(verdict="reproduced", findings=[stuck])
+            elif rid == "p0002":
+                res["events"] = late_admission_run()
+            out[rid] = res
+        return out
+
+    ex = driver.Explorer(["c.py::test_x_control"], Spec(), tmp_path, batch=4, noop_every=3, max_runs=9,
+                         min_runs=2, say=lambda s: None)
+    ex.run_batch = fake_batch  # type: ignore[method-assign]
+    trace = Trace.from_events(reference(), NS, ["job1", "job2"])
+    ex.coverage |= trace.facts()
+    ex.seed({"c.py::test_x_control": trace})
+    ex.search({"c.py::test_x_control": trace})
+    assert batches[0] == ["n001", "p0001", "p0002", "p0003"]
+    assert batches[1] == ["m01-01-r0", "m01-01-r1"]  # the violation of p0001, confirmed twice
+    runs = {r.id: r for r in ex.runs}
+    assert runs["p0001"].outcome == "violation" and runs["p0001"].keys == ["liveness:job2:stuck"]
+    assert runs["p0002"].novelty > 0
+    # p0002 (passed, new states) is extended: its extensions come right after the next no-op run.
+    assert batches[2][0] == "n002" and runs[batches[2][1]].parent == "p0002"
+    assert ex.counts()["tried"] == 9 and ex.counts()["noop_runs"] == 3 and ex.counts()["false_positives"] == 0
+    f = ex.findings["liveness:job2:stuck"]
+    assert f["first_index"] == 1 and f["reproduced"] == "2/2" and Path(f["file"]).is_file()
+    assert "--plan" in Path(f["file"]).read_text()
+    assert (tmp_path / "summary.md").exists() is False  # written by run()/write(), not by search()
+    assert "| 9 |" in driver.render_summary(ex.write())
+
+
+def test_the_same_plan_on_two_cases_is_two_candidates() -> None:
+    t = Trace.from_events(reference(), NS, ["job1", "job2"])
+    seen: set = set()
+    a, b = generate.roots(t, "a", seen), generate.roots(t, "b", seen)
+    assert len(a) == len(b) and a[0].moves == b[0].moves
+    assert generate.roots(t, "a", seen) == []

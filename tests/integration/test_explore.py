@@ -1,0 +1,60 @@
+"""A tiny exploration on real Kueue (the default build, v0.17.0): the reference run of
+test_stuck_preemption_control, one no-op run and three perturbations in one environment, each run
+classified (violation, passed or discarded: never a harness error); the first perturbation — job1's
+admission held until its eviction was answered — is kubernetes-sigs/kueue#11480 scenario 1 on an affected
+build (liveness of job2, conclusively stuck), and its saved plan replays with `pytest --plan FILE`.
+
+The driver runs its batches in child pytest processes, as `kueue-harness explore` does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.explore.driver import ROOT, Explorer, resolve_case
+
+CASE = "test_stuck_preemption_control"
+
+
+def test_a_tiny_exploration_classifies_its_runs_and_its_finding_replays(tmp_path: Path, kueue_spec) -> None:
+    lines: list[str] = []
+    case = resolve_case(CASE)
+    ex = Explorer([case], kueue_spec, tmp_path / "explore", minutes=5, max_runs=3, batch=4, min_runs=1,
+                  noop_every=10, say=lines.append)
+    result = ex.run()
+    log = "\n".join(lines)
+
+    runs = {r["id"]: r for r in result["runs"]}
+    assert runs["ref0"]["role"] == "reference" and runs["ref0"]["outcome"] == "passed", log
+    ref = json.loads((tmp_path / "explore" / "reference" / "test-stuck-preemption-control.json").read_text())
+    classes = {(e["write"]["write"], e["write"]["name"].split("-")[1]) for e in ref["events"] if e["event"] == "request"
+               and e["write"]["kind"] == "Workload"}
+    assert {("admission", "job1"), ("eviction", "job1"), ("admission", "job2")} <= classes, classes
+
+    tried = [r for r in result["runs"] if r["role"] == "perturbation"]
+    assert [r["id"] for r in tried] == ["p0001", "p0002", "p0003"], log
+    assert all(r["outcome"] in ("violation", "passed", "discarded") for r in result["runs"]), log
+    noop = [r for r in result["runs"] if r["role"] == "noop"]
+    assert noop and all(r["outcome"] == "passed" for r in noop), log  # no false positive
+    assert result["counts"]["tried"] == 3 and result["counts"]["false_positives"] == 0
+
+    first = runs["p0001"]
+    assert first["words"] == "hold the admission of job1 until the eviction of job1 was answered 200"
+    assert first["outcome"] == "violation" and first["keys"] == ["liveness:job2:stuck"], (first, log)
+    (finding,) = [f for f in result["findings"] if f["key"] == "liveness:job2:stuck"]
+    assert finding["first_run"] == "p0001" and finding["reproduced"] == "1/1", finding
+    assert Path(finding["bundle"]).exists(), finding
+    summary = (tmp_path / "explore" / "summary.md").read_text()
+    assert "| 3 |" in summary and "liveness:job2:stuck" in summary
+
+    # The saved minimal plan replays on the control case through pytest's --plan.
+    art = tmp_path / "replay"
+    p = subprocess.run([sys.executable, "-m", "pytest", case, "-q", "-p", "no:cacheprovider", "--no-verdict-table",
+                        f"--plan={finding['file']}", f"--artifacts-dir={art}", *kueue_spec.cli_args()],
+                       cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    (entry,) = json.loads((art / "summary.json").read_text())["cases"]
+    assert entry["verdict"] == "reproduced", p.stdout[-3000:]
+    assert "job2 is stuck" in entry["detail"], entry
