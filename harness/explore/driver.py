@@ -157,6 +157,10 @@ class Explorer:
         self.tried = 0
         self.since_noop = 0
         self.noops = 0
+        #: generate.blocked_key -> the reference time of the earliest trigger a hold of that kind never
+        #: reached; `pruned` counts the candidates not run because of it.
+        self.blocked: dict[tuple[str, str, str], float] = {}
+        self.pruned = 0
         self.kueue_version = ""
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -181,6 +185,7 @@ class Explorer:
         return {"tried": len(real), "discarded": sum(r.outcome == "discarded" for r in real),
                 "errors": sum(r.outcome == "error" for r in real), "passed": sum(r.outcome == "passed" for r in real),
                 "violations": sum(r.outcome == "violation" for r in real), "distinct": len(self.findings),
+                "pruned_blocked": self.pruned,
                 "noop_runs": len(noop), "false_positives": sum(r.outcome == "violation" for r in noop),
                 "noop_discarded": sum(r.outcome in ("discarded", "error") for r in noop)}
 
@@ -333,6 +338,10 @@ class Explorer:
                 self.since_noop = 0
                 continue
             *_, c = heapq.heappop(self.queue)
+            bk = generate.blocked_key(c)
+            if bk is not None and bk in self.blocked and c.meta["until"] >= self.blocked[bk]:
+                self.pruned += 1
+                continue
             taken += 1
             c.id = f"{prefix}p{self.tried + taken:04d}"
             self.cands[c.id] = c
@@ -359,6 +368,9 @@ class Explorer:
                     new = trace.facts() - self.coverage
                     rec.novelty = len(new)
                     self.coverage |= new
+                bk = generate.blocked_key(cand)
+                if rec.outcome == "discarded" and bk is not None and f"{bk[2]} ended by hold_timeout" in rec.reason:
+                    self.blocked[bk] = min(self.blocked.get(bk, float("inf")), cand.meta["until"])
                 if rec.outcome == "violation":
                     for key in rec.keys:
                         self.on_violation(key, rec, cand)
@@ -483,10 +495,11 @@ def render_summary(result: dict[str, Any]) -> str:
     shard = result.get("shard") or [1, 1]
     lines = [f"# kueue-harness explore: {cases} on Kueue {result['kueue']}"
              + (f" (shard {shard[0]}/{shard[1]})" if shard[1] > 1 else ""), "",
-             "| perturbations tried | discarded | errors | violations | distinct violations | no-op runs | false positives | minutes |",
-             "|---|---|---|---|---|---|---|---|",
-             f"| {c['tried']} | {c['discarded']} | {c['errors']} | {c['violations']} | {c['distinct']} | {c['noop_runs']} "
-             f"| {c['false_positives']} | {result['minutes']:.1f} |", ""]
+             "| perturbations tried | discarded | errors | not run (blocked) | violations | distinct violations | no-op runs "
+             "| false positives | minutes |",
+             "|---|---|---|---|---|---|---|---|---|",
+             f"| {c['tried']} | {c['discarded']} | {c['errors']} | {c.get('pruned_blocked', 0)} | {c['violations']} "
+             f"| {c['distinct']} | {c['noop_runs']} | {c['false_positives']} | {result['minutes']:.1f} |", ""]
     if result["findings"]:
         lines += ["| violation | first found (run, perturbations, minutes) | minimal plan | reproduced | plan file | evidence bundle |",
                   "|---|---|---|---|---|---|"]

@@ -66,6 +66,14 @@ def later_events(trace: Trace, w: WriteStep, skip: Iterable[str] = ()) -> list[A
     return [a for *_, a in found]
 
 
+def event_time(trace: Trace, a: After) -> float | None:
+    """When trigger `a` held in `trace` (its write answered, or its result delivered), or None."""
+    w = next((x for x in trace.first_writes() if x.target.rule_id == a.target.rule_id), None)
+    if w is None:
+        return None
+    return w.answered if a.mode == "answered" else trace.delivered_at(w)
+
+
 def _holdable(w: WriteStep) -> bool:
     return w.target.cls not in ("create", "watch")
 
@@ -134,8 +142,21 @@ def roots(trace: Trace, case: str, seen: set | None = None) -> list[Candidate]:
         if k in seen or validate(plan):
             continue
         seen.add(k)
-        out.append(Candidate(plan, case, fam, depth=1, stage=stage))
+        c = Candidate(plan, case, fam, depth=1, stage=stage)
+        if m.kind in ("hold", "hold_response") and m.after:
+            c.meta["until"] = event_time(trace, m.after[0])  # for the driver's "blocked" pruning
+        out.append(c)
     return out
+
+
+def blocked_key(c: Candidate) -> tuple[str, str, str] | None:
+    """(case, hold kind, target) of a single-hold root candidate, the key of the driver's blocked pruning:
+    when holding W until E timed out (E never came: W's hold blocked it, as a held eviction blocks Kueue's
+    scheduling cycle), holding W the same way until an event that came after E in the reference is not
+    run either (the trace is in time order; Kueue's controllers act in sequence)."""
+    if c.depth != 1 or c.moves[0].kind not in ("hold", "hold_response") or c.meta.get("until") is None:
+        return None
+    return c.case, c.moves[0].kind, c.moves[0].target.rule_id
 
 
 def extension_moves(parent: Plan, trace: Trace) -> list[tuple[str, Move]]:

@@ -329,7 +329,7 @@ def test_outcome_and_violation_keys() -> None:
 
 def test_merge_sums_shards_and_keeps_the_earliest_finding(tmp_path: Path) -> None:
     counts = {"tried": 5, "discarded": 1, "errors": 0, "passed": 3, "violations": 1, "distinct": 1, "noop_runs": 1,
-              "false_positives": 0, "noop_discarded": 0}
+              "false_positives": 0, "noop_discarded": 0, "pruned_blocked": 2}
     f = {"key": "quota:cq", "first_run": "s1-p0004", "first_index": 4, "first_minutes": 2.0, "plan": "x"}
     for i, minutes in ((1, 9.0), (2, 7.5)):
         d = tmp_path / f"s{i}"
@@ -340,7 +340,7 @@ def test_merge_sums_shards_and_keeps_the_earliest_finding(tmp_path: Path) -> Non
     r = driver.merge([tmp_path / "s1", tmp_path / "s2"], tmp_path / "all")
     assert r["counts"]["tried"] == 10 and r["counts"]["distinct"] == 1 and r["minutes"] == 9.0
     assert r["machine_minutes"] == 16.5 and r["findings"][0]["first_minutes"] == 2.0
-    assert "| 10 | 2 | 0 | 2 | 1 | 2 | 0 | 9.0 |" in (tmp_path / "all" / "summary.md").read_text()
+    assert "| 10 | 2 | 0 | 4 | 2 | 1 | 2 | 0 | 9.0 |" in (tmp_path / "all" / "summary.md").read_text()
     with pytest.raises(Exception, match="no explore.json"):
         driver.merge([tmp_path])
 
@@ -464,3 +464,47 @@ def test_the_same_plan_on_two_cases_is_two_candidates() -> None:
     a, b = generate.roots(t, "a", seen), generate.roots(t, "b", seen)
     assert len(a) == len(b) and a[0].moves == b[0].moves
     assert generate.roots(t, "a", seen) == []
+
+
+def test_a_hold_that_blocked_its_trigger_is_not_tried_until_later_events(tmp_path: Path) -> None:
+    """Holding job1's eviction until job2's pending write timed out (the held eviction blocks Kueue's
+    scheduling cycle): holding it until any event that came later in the reference is not run."""
+
+    class Spec:
+        wanted = "v0.17.0"
+
+        def cli_args(self):
+            return []
+
+    ran: list[str] = []
+
+    def fake_batch(items):
+        out = {}
+        for rid, cand, case in items:
+            res = {"events": reference(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
+                   "verdict": "passed", "seconds": 1.0, "evidence": str(tmp_path), "bundle": ""}
+            if cand is not None:
+                ran.append(cand.words())
+                m = cand.moves[0]
+                if m.kind == "hold" and m.target == EVI1:
+                    res.update(verdict="error", findings=[{"check": "plan_happened", "result": "violated",
+                                                            "assumption": True, "summary": "s",
+                                                            "evidence": "eviction-job1 ended by hold_timeout (-)"}])
+            out[rid] = res
+        return out
+
+    trace = Trace.from_events(reference(), NS, ["job1", "job2"])
+    ex = driver.Explorer(["c"], Spec(), tmp_path, batch=1, noop_every=1000, max_runs=400, say=lambda s: None)
+    ex.run_batch = fake_batch  # type: ignore[method-assign]
+    ex.coverage |= trace.facts()
+    ex.queue.clear()
+    roots = [c for c in generate.roots(trace, "c") if c.stage == 0]
+    for c in roots:
+        ex.push(c)
+    ex.search({"c": trace})
+    held = [c for c in roots if c.moves[0].kind == "hold" and c.moves[0].target == EVI1]
+    ran_held = [c for c in held if c.words() in ran]
+    # Each one that ran waited for an event earlier than every one that timed out before it.
+    assert all(b.meta["until"] < a.meta["until"] for a, b in zip(ran_held, ran_held[1:]))
+    assert len(ran_held) == 2 and ex.pruned == len(held) - 2 >= 5
+    assert any(w.startswith("hold the answer to the eviction of job1") for w in ran)  # another kind: still run
