@@ -10,7 +10,7 @@ proxy, which sees Kueue's writes):
   (`workload_quota_reserved` with active=false), written by an admission Kueue *sent after the deactivation
   was seen* (the proxy's `request` of that admission write, matched by the answer's resourceVersion);
 - in flight, not a violation: the same, but the admission request was sent before the deactivation was seen
-  (a cycle that began before it; Kueue then evicts the Workload, reason InactiveWorkload);
+  (a cycle that began before it; Kueue then evicts the Workload, reason Deactivated);
 - without the proxy's record of the write (a Workload the case did not hand to the proxy's history): a
   reservation seen more than `grace` seconds after the deactivation is a violation, within it inconclusive.
 A Workload that already held quota when it was deactivated is not judged here (Kueue evicts it).
