@@ -177,7 +177,12 @@ def _cmd_up(args: argparse.Namespace) -> int:
         from harness.plans import load_plan
 
         load_plan(args.plan)  # file:line errors before anything starts
-    s = session.start(name, spec, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept, pods=args.pods)
+    if args.kueue_config:
+        from harness.kueue_config import load_file
+
+        load_file(args.kueue_config)  # its problems before anything starts (gates are checked at start)
+    s = session.start(name, spec, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept, pods=args.pods,
+                      kueue_config=args.kueue_config)
     n = session.name_option(name)
     kubectl = (f"  kubectl {versions.KUBERNETES_VERSION} (built, if yours differs):    {s['kubectl']}\n" if s.get("kubectl")
                else "  kubectl:                                      your own (none built: Go is not on PATH)\n")
@@ -652,6 +657,10 @@ def main(argv: list[str] | None = None) -> int:
     _add_kueue_options(u)
     u.add_argument("--plan", help="a fault plan to load at start (a file, or a shipped name: "
                                   f"{_shipped_plans()})")
+    u.add_argument("--kueue-config", metavar="FILE",
+                   help="a Kueue configuration to start Kueue with: YAML with featureGates, fairSharing, "
+                        "waitForPodsReady, integrations, overrides (or a plan's `kueue:` section; docs/kueue-config.md); "
+                        "it wins over --plan's `kueue:` section")
     u.add_argument("--ui", action="store_true", help="run mitmweb (UI on loopback) instead of mitmdump")
     u.add_argument("--intercept", help="with --ui: a mitmproxy filter whose flows the UI pauses, "
                                        "e.g. '~q & ~m PATCH & ~u /workloads/[^/]+/status\\b' (~u sees the query string, "

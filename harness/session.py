@@ -345,9 +345,11 @@ def _supervisor_preexec() -> None:
 
 def start(name: str | None, kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None,
           intercept: str | None = None, timeout: float = 1800, say: Say = _say,
-          cases: list[str] | None = None, again: str | None = None, pods: bool = False) -> dict[str, Any]:
+          cases: list[str] | None = None, again: str | None = None, pods: bool = False,
+          kueue_config: str | None = None) -> dict[str, Any]:
     """Start session `name`'s supervisor in the background and wait until its environment is ready.
     With `pods`, kube-scheduler and kwok start with it (harness/env/pods.py; the record's "pods" names them).
+    `kueue_config`: a Kueue configuration file (harness/kueue_config.py load_file) Kueue starts with.
 
     `cases`: pytest arguments (`kueue-harness run --keep-env`): the supervisor runs those cases on its
     environment first (in its own process, so the environment outlives them) and the session is ready once
@@ -376,12 +378,13 @@ def start(name: str | None, kueue_version: Any, plan: str | None, ui: bool, arti
             say(f"[kueue-harness] session {name}: its supervisor pid {rec['supervisor']['pid']} had died; "
                 f"{_cleanup(rec)}")
         return _start_locked(name, kueue_version, plan, ui, artifacts, intercept, timeout, say, cases,
-                             again or f"kueue-harness up{name_option(name)}", pods)
+                             again or f"kueue-harness up{name_option(name)}", pods, kueue_config)
 
 
 def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None,
                   intercept: str | None, timeout: float, say: Say, cases: list[str] | None = None,
-                  again: str = "kueue-harness up", pods: bool = False) -> dict[str, Any]:
+                  again: str = "kueue-harness up", pods: bool = False,
+                  kueue_config: str | None = None) -> dict[str, Any]:
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-session-{name}-{os.getpid()}"
     art = Path(artifacts or Path("artifacts") / run_id).resolve()
     art.mkdir(parents=True, exist_ok=True)
@@ -397,6 +400,8 @@ def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, art
         cmd += ["--intercept", intercept]
     if pods:
         cmd += ["--pods"]
+    if kueue_config:
+        cmd += ["--kueue-config", str(Path(kueue_config).resolve())]
     if cases is not None:
         cmd += ["--cases", json.dumps(cases)]
     me = os.getpid()
@@ -542,12 +547,21 @@ def _serve(args: argparse.Namespace) -> int:
     name = check_name(args.name)
     art = Path(args.artifacts)
     plan = load_plan(args.plan) if args.plan else None  # validate before anything starts
+    # The Kueue configuration: --kueue-config FILE over the plan's `kueue:` section (docs/kueue-config.md).
+    from harness import kueue_config as kconfig
+
+    kcfg = kconfig.load_file(args.kueue_config) if args.kueue_config else kconfig.DEFAULT
+    if plan is not None and plan.kueue is not None:
+        kcfg = kcfg.over(plan.kueue)
+    if not kcfg.is_default:
+        print(f"[kueue-harness] Kueue configuration: {kcfg.summary()}", flush=True)
     kubectl = _kubectl_or_none()
     from harness.env.kueue_build import KueueSpec
 
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
                                   args.kueue_patch)
-    env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept, pods=args.pods)
+    env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept, pods=args.pods,
+                                 kueue_config=kcfg)
     nemesis = None
     cases = None
     try:
@@ -668,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan")
     ap.add_argument("--ui", action="store_true")
     ap.add_argument("--pods", action="store_true", help="start kube-scheduler and kwok too (Pods that run)")
+    ap.add_argument("--kueue-config", help="a Kueue configuration file (docs/kueue-config.md)")
     ap.add_argument("--intercept")
     ap.add_argument("--cases", help="JSON list of pytest arguments: run those cases on the environment first")
     args = ap.parse_args(argv)
