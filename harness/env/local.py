@@ -718,8 +718,13 @@ class LocalEnvironment:
             if self.pods is None:
                 t = time.monotonic()
                 binaries.kube_scheduler(self.say), binaries.kwok(self.say)
-                _in_helper(self._spawn_pods).result()
-                self.pods = self._wait_pods()
+                try:
+                    _in_helper(self._spawn_pods).result()
+                    self.pods = self._wait_pods()
+                except BaseException:
+                    for name in ("kwok", "kube-scheduler"):  # a later call starts both afresh
+                        self.procs.stop(name)
+                    raise
                 self.started["pods_started_seconds"] = time.monotonic() - t
                 self.say(f"Pods run: kube-scheduler {self.pods.versions.get('kube_scheduler')} and kwok "
                          f"{self.pods.versions.get('kwok')} started in {self.started['pods_started_seconds']:.1f}s "
