@@ -5,7 +5,7 @@ component's spawn-to-ready time and when it was ready. Optionally profile one ex
 (wall clock, the harness process and its Python children).
 
     .venv/bin/python bench/ready.py --runs 10 [--profile] [--kueue-version v0.17.0] [--no-proxy]
-        [--no-template] [--full-readyz] [--apiserver-flag=--FLAG=VALUE ...] [--tag NAME]
+        [--no-template] [--full-readyz] [--apiserver-flag=--FLAG=VALUE ...] [--pods start|lazy] [--tag NAME]
 
 "Warm" means the binaries and the etcd template of the Kueue build are cached: a start that had to make
 the template (the first one for a build) is reported apart as the cold start and not counted; another
@@ -13,6 +13,11 @@ start replaces it. Experiments (what they change is in this process only, nothin
 `--no-template` starts etcd empty and installs the CRDs (KUEUE_HARNESS_ETCD_TEMPLATE=0);
 `--full-readyz` waits for every kube-apiserver readiness check even from a template;
 `--apiserver-flag` adds a kube-apiserver flag (repeatable).
+`--pods start` starts kube-scheduler and kwok with the environment (LocalEnvironment.start(pods=True));
+`--pods lazy` starts them after the ClusterQueue is Active (start_pods(), what a case's `pods` marker does).
+Either way a kwok Node is then created and a Pod bound to it: the time until the Node is schedulable and
+the Pod Running and Ready is reported apart (`pods_*` keys). `--ab pods` compares a start with Pods (B)
+with one without (A).
 `--ab VARIANT` compares a variant with the current start, runs alternating (A, B, A, B, ...: the load of
 a shared machine hits both alike), `--runs` pairs; variants: AB_VARIANTS.
 
@@ -34,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, Profiler, categorize, load, print_profile, quiet_say, read_stacks, top_frames, write_result  # noqa: E402
 
 from harness import objects as o  # noqa: E402
+from harness.env import pods as pods_part  # noqa: E402
 from harness import versions  # noqa: E402
 from harness.env import local  # noqa: E402
 from harness.env.local import LocalEnvironment  # noqa: E402
@@ -61,9 +67,12 @@ FOCUS = {
 
 #: Components, spawn → ready (overlapping), and when each was ready (seconds from the start call).
 STEPS = ["etcd_template", "pki", "etcd", "kube_apiserver", "proxy", "kueue_manifests", "kueue",
-         "kube_controller_manager"]
+         "kube_controller_manager", "kube_scheduler", "kwok"]
 READY_AT = ["etcd", "proxy", "kube_apiserver_serving", "kube_apiserver", "kueue_manifests", "kueue",
-            "kube_apiserver_healthz", "kube_controller_manager"]
+            "kube_apiserver_healthz", "kube_controller_manager", "kube_scheduler", "kwok"]
+#: With --pods: what each start reports about Pods that run (seconds).
+POD_KEYS = ["pods_lazy_start_seconds", "pods_node_schedulable_seconds", "pods_pod_running_seconds",
+            "pods_total_seconds"]
 _KLOG_TS = re.compile(r"^[IWE](\d{4}) (\d\d:\d\d:\d\d\.\d+)")
 
 
@@ -88,14 +97,31 @@ def apiserver_boot(log: Path) -> dict[str, float] | None:
     return {"first_line_to_serving_s": round((serving - first).total_seconds(), 3)}
 
 
-def one_start(version: str, artifacts: Path, with_proxy: bool, tag: str) -> dict:
-    """Start, create a ResourceFlavor + ClusterQueue, wait until it is Active, stop. Returns the timings."""
+def pods_run(env, c: o.Cluster) -> dict:
+    """Pods that run, once kube-scheduler and kwok are up: a kwok Node until schedulable, then a Pod (no
+    Kueue) until Running and Ready on it. Seconds of each step."""
+    t = time.monotonic()
+    pods_part.create_nodes(c, [o.node("bench-node")], timeout=60)
+    t_node = time.monotonic()
+    c.core.create_namespaced_pod("default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bench-pod"},
+                                             "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    wait_for(lambda: pods_part.pod_running_and_ready(c.api.sanitize_for_serialization(
+        c.core.read_namespaced_pod("bench-pod", "default"))), timeout=60, what="bench-pod Running and Ready",
+             interval=0.02)
+    return {"pods_node_schedulable_seconds": round(t_node - t, 3),
+            "pods_pod_running_seconds": round(time.monotonic() - t_node, 3)}
+
+
+def one_start(version: str, artifacts: Path, with_proxy: bool, tag: str, pods: str = "") -> dict:
+    """Start, create a ResourceFlavor + ClusterQueue, wait until it is Active; with `pods` ("start": with the
+    environment, "lazy": now) kube-scheduler and kwok, a Node and a Pod (pods_run); stop. Returns the timings."""
     before = load()
     t_call = time.monotonic()
     env = None
+    extra: dict = {}
     try:
         env = LocalEnvironment.start(version, artifacts=artifacts, say=quiet_say(f"[bench ready {tag}]"),
-                                     with_proxy=with_proxy)
+                                     with_proxy=with_proxy, pods=pods == "start")
         t_ready = time.monotonic()
         c = o.Cluster(env.api_client())
         c.create(o.resource_flavor("bench-rf"))
@@ -103,8 +129,15 @@ def one_start(version: str, artifacts: Path, with_proxy: bool, tag: str) -> dict
         wait_for(lambda: o.is_true(c.get("ClusterQueue", "bench-cq"), "Active"), timeout=60,
                  what="ClusterQueue bench-cq to be Active", interval=0.05)
         t_active = time.monotonic()
+        if pods == "lazy":
+            env.start_pods()
+            extra["pods_lazy_start_seconds"] = round(time.monotonic() - t_active, 3)
+        if pods:
+            extra.update(pods_run(env, c))
+            extra["pods_total_seconds"] = round(time.monotonic() - t_call, 3)  # call → a Pod Running
         st = dict(env.started)
         template = env.template.key if env.template else None
+        extra["processes"] = sorted(env.procs.procs)
     finally:
         if env is not None:
             env.stop()
@@ -123,7 +156,7 @@ def one_start(version: str, artifacts: Path, with_proxy: bool, tag: str) -> dict
         "etcd_template": template, "template_made_seconds": round(st["etcd_template_made_seconds"], 2)
         if "etcd_template_made_seconds" in st else None,
         "kube_apiserver_log": apiserver_boot(artifacts / "kube-apiserver.log"),
-        "load_before": before, "load_after": load(),
+        "load_before": before, "load_after": load(), "pods": pods or None, **extra,
     }
 
 
@@ -140,6 +173,7 @@ AB_VARIANTS = {
                        "--anonymous-auth=true")},
     "full-readyz": {"full_readyz": True},
     "no-template": {"env": {"KUEUE_HARNESS_ETCD_TEMPLATE": "0"}},
+    "pods": {"pods": "start"},
 }
 
 
@@ -171,10 +205,10 @@ def restore(saved: dict) -> None:
 def ab(a, art: Path) -> int:
     """`--ab`: A = the current start, B = the variant, alternating, `--runs` pairs; medians and paired differences."""
     variant = AB_VARIANTS[a.ab]
-    one_start(a.kueue_version, art / "warm-up-A", not a.no_proxy, "warm-up")  # the templates, page cache
+    one_start(a.kueue_version, art / "warm-up-A", not a.no_proxy, "warm-up", a.pods)  # the templates, page cache
     saved = apply_variant(variant)
     try:
-        one_start(a.kueue_version, art / "warm-up-B", not a.no_proxy, "warm-up")
+        one_start(a.kueue_version, art / "warm-up-B", not a.no_proxy, "warm-up", variant.get("pods", a.pods))
     finally:
         restore(saved)
     runs: dict[str, list[dict]] = {"A": [], "B": []}
@@ -182,7 +216,8 @@ def ab(a, art: Path) -> int:
         for side in ("A", "B") if i % 2 == 0 else ("B", "A"):
             saved = apply_variant(variant) if side == "B" else None
             try:
-                r = one_start(a.kueue_version, art / f"{side}{i}", not a.no_proxy, f"{side}{i + 1}/{a.runs}")
+                r = one_start(a.kueue_version, art / f"{side}{i}", not a.no_proxy, f"{side}{i + 1}/{a.runs}",
+                              variant.get("pods", a.pods) if side == "B" else a.pods)
             finally:
                 if saved is not None:
                     restore(saved)
@@ -215,6 +250,9 @@ def main() -> int:
     ap.add_argument("--apiserver-flag", action="append", default=[], metavar="--FLAG=VALUE",
                     help="experiment: an extra kube-apiserver flag (repeatable)")
     ap.add_argument("--ab", choices=sorted(AB_VARIANTS), help="compare a variant with the current start (alternating)")
+    ap.add_argument("--pods", choices=("start", "lazy"), default="",
+                    help="Pods that run: kube-scheduler + kwok with the environment (start) or after it (lazy), "
+                         "then a Node and a Pod")
     ap.add_argument("--tag", default="", help="suffix for the results file name (e.g. smoke)")
     a = ap.parse_args()
     if not 1 <= a.runs <= 20:
@@ -231,7 +269,7 @@ def main() -> int:
     runs, cold = [], []
     i = 0
     while len(runs) < a.runs and i < a.runs + 3:
-        r = one_start(a.kueue_version, art / f"run{i}", not a.no_proxy, f"{len(runs) + 1}/{a.runs}")
+        r = one_start(a.kueue_version, art / f"run{i}", not a.no_proxy, f"{len(runs) + 1}/{a.runs}", a.pods)
         i += 1
         if r["template_made_seconds"] is not None:
             cold.append(r)
@@ -252,7 +290,7 @@ def main() -> int:
                 if all(k in r["ready_at"] for r in runs)}
     boots = [r["kube_apiserver_log"]["first_line_to_serving_s"] for r in runs if r["kube_apiserver_log"]]
     variant = {"etcd_template": not a.no_template, "full_readyz": a.full_readyz,
-               "apiserver_extra_flags": list(a.apiserver_flag), "with_proxy": not a.no_proxy}
+               "apiserver_extra_flags": list(a.apiserver_flag), "with_proxy": not a.no_proxy, "pods": a.pods or None}
     print(f"\nEnvironment ready (Kueue {a.kueue_version}, {'direct' if a.no_proxy else 'through the proxy'}; "
           f"{variant}), median of {len(runs)}:")
     print(f"  to Kueue's webhooks answering      {med('ready_seconds'):6.2f} s  "
@@ -269,6 +307,11 @@ def main() -> int:
         print(f"    {k:<28} {v:6.2f}")
     if boots:
         print(f"  kube-apiserver, its first log line → serving TLS: median {statistics.median(boots):.2f} s")
+    pod_medians = {k: round(statistics.median(r[k] for r in runs), 3) for k in POD_KEYS if all(k in r for r in runs)}
+    if pod_medians:
+        print(f"  Pods that run ({a.pods}), median s:")
+        for k, v in pod_medians.items():
+            print(f"    {k:<34} {v:6.2f}")
     result = {
         "kueue_version": a.kueue_version, "kubernetes_version": versions.KUBERNETES_VERSION,
         "with_proxy": not a.no_proxy, "variant": variant, "runs": runs, "cold_starts": cold,
@@ -278,6 +321,7 @@ def main() -> int:
         "max_ready_to_cq_active_seconds": max(r["ready_to_cq_active_seconds"] for r in runs),
         "step_medians": step_medians, "ready_at_medians": ready_at,
         "kube_apiserver_first_line_to_serving_median_s": round(statistics.median(boots), 3) if boots else None,
+        "pods": a.pods or None, "pods_medians": pod_medians,
         "target_seconds": 3.0, "target_met": med("ready_to_cq_active_seconds") <= 3.0, "artifacts": str(art),
     }
     if a.profile:

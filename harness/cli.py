@@ -148,6 +148,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
             print(f"{k:<24} {v}")
     kubectl = _kubectl_too(optional=False)
     print(f"{'kubectl':<24} {kubectl or 'not built: Go is not on PATH (KUEUE_HARNESS_KUBECTL names one; or use yours)'}")
+    if args.pods:  # Pods that run (docs/pods.md); otherwise built the first time a case asks
+        print(f"{'kube_scheduler':<24} {binaries.kube_scheduler()}")
+        print(f"{'kwok':<24} {binaries.kwok()}")
     return 0
 
 
@@ -528,6 +531,7 @@ def _cmd_bundle(args: argparse.Namespace) -> int:
 def _cmd_versions(args: argparse.Namespace) -> int:
     print(f"kube-apiserver / kube-controller-manager  {versions.KUBERNETES_VERSION}")
     print(f"etcd                                      {versions.ETCD_VERSION}")
+    print(f"kube-scheduler, kwok (Pods that run)      {versions.KUBERNETES_VERSION}, {versions.KWOK_VERSION}")
     print(f"Kueue                                     any tag from {versions.KUEUE_PROFILES[0].since} on, any ref or "
           f"source tree (module proxy served here: {', '.join(versions.MODULE_PROXY_SERVED)}; the rest from "
           f"--kueue-repo, default {versions.UPSTREAM_KUEUE_REPO})")
@@ -630,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
     r.set_defaults(func=_cmd_run)
     b = sub.add_parser("build", help="build (or find in the cache) every real component")
     _add_kueue_options(b, "Kueue to build with the rest")
+    b.add_argument("--pods", action="store_true",
+                   help="also kube-scheduler and kwok, for Pods that run (else built when a case first asks)")
     b.set_defaults(func=_cmd_build)
     v = sub.add_parser("versions", help="pinned component versions and the Kueue builds a known bug affects")
     v.set_defaults(func=_cmd_versions)
