@@ -278,3 +278,44 @@ def test_monitor_records_lifecycle_facts_of_objects_in_scope_only():
     m.pods.pop("b")
     m._evaluate_pods()
     assert [e for e, _ in got if e.startswith("pods_over_quota")] == ["pods_over_quota_started", "pods_over_quota_cleared"]
+
+
+# ---- every pending Workload that fits is admitted ---------------------------------------------------
+
+def fits_objects(used_cpu: str, small_cpu: str = "1", cohort_other_used: str | None = None) -> dict:
+    from harness.checkers.pending_fits import PendingFitsAdmitted  # noqa: F401 - registered
+
+    cqs = [o.cluster_queue("cq").flavor("rf", cpu="3").obj()]
+    if cohort_other_used is not None:
+        cqs = [b.obj() for b in o.cluster_queues("cq", "cq2", flavor="rf", cohort="team", cpu="3")]
+    big = o.workload("big", NS).queue("lq").reserved_in("cq").assignment("rf", cpu=used_cpu).obj()
+    small = o.workload("small", NS).queue("lq").pod_set("main", 1, cpu=small_cpu).obj()
+    wls = [big, small]
+    if cohort_other_used is not None:
+        wls.append(o.workload("other", NS).queue("lq2").reserved_in("cq2").assignment("rf", cpu=cohort_other_used).obj())
+    return {"clusterqueues": cqs, "workloads": wls,
+            "localqueues": [o.local_queue("lq", NS, "cq").obj(), o.local_queue("lq2", NS, "cq2").obj()]}
+
+
+def test_fitting_pending_workload_never_admitted_is_violated():
+    from harness.checkers.pending_fits import PendingFitsAdmitted, fitting_pending
+
+    objs = fits_objects("2")
+    assert fitting_pending(objs) == [(KEY, "cq", "rf")]
+    h = start(30) + [ev(1, "monitor", "workload_seen", key=KEY, queue="lq", active=True)]
+    (f,) = judge(PendingFitsAdmitted(bound=10), h, objs)
+    assert f.result == "violated" and "nothing changed for 29.00s" in f.evidence
+    assert results(judge(PendingFitsAdmitted(bound=10), start(30) + [ev(25, "monitor", "workload_seen", key=KEY,
+                                                                        queue="lq", active=True)], objs)) == ["inconclusive"]
+
+
+def test_a_workload_that_does_not_fit_or_a_full_cohort_is_not_judged():
+    from harness.checkers.pending_fits import PendingFitsAdmitted, fitting_pending
+
+    assert fitting_pending(fits_objects("2", small_cpu="2")) == []         # 1 cpu free, asks 2
+    assert fitting_pending(fits_objects("2", cohort_other_used="3")) == [(KEY, "cq", "rf")]  # cohort: 6 - 5 = 1 free
+    assert fitting_pending(fits_objects("2", cohort_other_used="4")) == []  # cq2 borrowed cq's last cpu
+    stopped = fits_objects("2")
+    stopped["clusterqueues"][0]["spec"]["stopPolicy"] = "Hold"
+    assert fitting_pending(stopped) == []
+    assert results(judge(PendingFitsAdmitted(), start(30), fits_objects("3"))) == ["held"]

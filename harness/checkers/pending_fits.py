@@ -1,0 +1,133 @@
+"""Every pending Workload that fits is admitted: at the verdict, no active, unfinished Workload of the case
+waits without quota while its ClusterQueue has the nominal quota it asks for free — and, in a cohort, the
+cohort has it free too — for longer than `bound` seconds since anything last changed in that ClusterQueue
+(kubernetes-sigs/kueue#14863: a small Workload that fits is never admitted after a failed preemption).
+
+"Fits" is deliberately narrow, so a violation means Kueue could have admitted it without preempting or
+borrowing: one flavor of the resource group that covers its resources has, for every resource it requests,
+nominal quota minus what the ClusterQueue's admitted Workloads use at least the request (the pod sets'
+requests times their counts), and the cohort's nominal quota minus the whole cohort's use is at least the
+request too (others may borrow this ClusterQueue's unused quota). A ClusterQueue with a stopPolicy, or not
+Active in its status, is left out. Uses the objects judged (Workloads, LocalQueues, ClusterQueues) and the
+monitor's facts for "since anything changed".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from harness import checks
+from harness.checkers.base import (
+    Finding, History, Objects, conditions_of, fault_lifts, observed_until, register, within_case,
+)
+from harness.checkers.bounds import LIVENESS_BOUND
+from harness.names import Names
+
+
+def _requests(wl: Mapping[str, Any]) -> dict[str, int]:
+    """A Workload's total requests per resource (milli-units, Kueue's grid): pod-set count × the sum of
+    its containers' requests."""
+    out: dict[str, int] = {}
+    for ps in (wl.get("spec") or {}).get("podSets") or []:
+        n = int(ps.get("count") or 1)
+        for c in (((ps.get("template") or {}).get("spec") or {}).get("containers")) or []:
+            for r, q in (((c.get("resources") or {}).get("requests")) or {}).items():
+                out[r] = out.get(r, 0) + n * checks.kueue_milli(r, q)
+    return out
+
+
+def _nominal(cq: Mapping[str, Any]) -> list[dict[str, dict[str, int]]]:
+    """Per resource group: {flavor: {resource: nominal milli}}."""
+    groups = []
+    for g in (cq.get("spec") or {}).get("resourceGroups") or []:
+        flavors = {}
+        for f in g.get("flavors") or []:
+            flavors[str(f.get("name"))] = {str(r.get("name")): checks.kueue_milli(str(r.get("name")), r.get("nominalQuota") or 0)
+                                           for r in f.get("resources") or []}
+        groups.append(flavors)
+    return groups
+
+
+def fitting_pending(objects: Objects) -> list[tuple[str, str, str]]:
+    """[(workload key, ClusterQueue, flavor)] of the pending Workloads that fit (module docstring)."""
+    cqs = {str(c["metadata"]["name"]): c for c in objects.get("clusterqueues") or []}
+    lqs = {f"{lq['metadata'].get('namespace')}/{lq['metadata']['name']}": (lq.get("spec") or {}).get("clusterQueue")
+           for lq in objects.get("localqueues") or []}
+    wls = list(objects.get("workloads") or [])
+    usage = checks.usage_by_cluster_queue(wls)
+    out = []
+    for wl in wls:
+        conds = conditions_of(wl)
+        if conds.get("QuotaReserved") == "True" or conds.get("Finished") == "True" or \
+                (wl.get("spec") or {}).get("active", True) is False or (wl.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        cq_name = lqs.get(f"{wl['metadata'].get('namespace')}/{(wl.get('spec') or {}).get('queueName')}")
+        cq = cqs.get(str(cq_name))
+        if cq is None or (cq.get("spec") or {}).get("stopPolicy") not in (None, "None") or \
+                conditions_of(cq).get("Active") == "False":
+            continue
+        cohort = (cq.get("spec") or {}).get("cohortName") or (cq.get("spec") or {}).get("cohort")
+        members = [c for c in cqs.values() if cohort and ((c.get("spec") or {}).get("cohortName")
+                                                          or (c.get("spec") or {}).get("cohort")) == cohort]
+        req = _requests(wl)
+        if not req:
+            continue
+        for group in _nominal(cq):
+            hit = None
+            for flavor, nominal in group.items():
+                if not set(req) <= set(nominal):
+                    continue
+
+                def free(c: Mapping[str, Any], r: str) -> int:
+                    n = next((g.get(flavor, {}).get(r, 0) for g in _nominal(c) if flavor in g), 0)
+                    return n - usage.get((str(c["metadata"]["name"]), flavor, r), (0, []))[0]
+
+                if all(free(cq, r) >= m for r, m in req.items()) and (
+                        not members or all(sum(free(c, r) for c in members) >= m for r, m in req.items())):
+                    hit = flavor
+                    break
+            if hit:
+                out.append((checks.workload_key(wl), str(cq_name), hit))
+                break
+    return out
+
+
+@register
+class PendingFitsAdmitted:
+    """No pending Workload that fits (module docstring) waits longer than `bound` seconds after the last change
+    in the case (a Workload of it seen, reserved, released, evicted or deleted; a fault lifted). Violated when
+    one does; inconclusive when the case ended sooner; held when none fits."""
+
+    name: ClassVar[str] = "pending_fits_admitted"
+    kind: ClassVar[str] = "invariant"
+    needs_monitor: ClassVar[bool] = True
+
+    def __init__(self, bound: float = LIVENESS_BOUND) -> None:
+        self.bound = float(bound)
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        history = within_case(history)
+        fits = fitting_pending(objects)
+        if not fits:
+            n = sum(1 for w in objects.get("workloads") or [] if conditions_of(w).get("QuotaReserved") != "True")
+            return [Finding(self.name, "held", "no pending Workload fits",
+                            f"No pending Workload fits in its ClusterQueue's free nominal quota at the verdict "
+                            f"({n} Workload(s) without quota).")]
+        changes = [e["ts"] for e in history if e.get("source") == "monitor" and str(e.get("event", "")).startswith(
+            ("workload_", "object_"))] + fault_lifts(history)
+        end = observed_until(history)
+        since = max(changes, default=min((e["ts"] for e in history), default=end))
+        quiet = end - since
+        out = []
+        for key, cq, flavor in fits:
+            who = names.wl(key.partition("/")[2])
+            if quiet >= self.bound:
+                out.append(Finding(self.name, "violated", f"{who} fits but is not admitted",
+                                   f"{who} waits without quota although {names.text(cq)} has the nominal quota it asks for "
+                                   f"free in flavor {flavor}, and nothing changed for {quiet:.2f}s (bound {self.bound:g}s)."))
+            else:
+                out.append(Finding(self.name, "inconclusive", f"{who} fits, not admitted yet",
+                                   f"{who} waits without quota although {names.text(cq)} has room in flavor {flavor}; the "
+                                   f"last change was only {quiet:.2f}s before the end (bound {self.bound:g}s)."))
+        return out
