@@ -86,6 +86,9 @@ class Action:
     #: Whether the harness must make watch chunks arrive for it (harness/nemesis.py prepares its tick
     #: Workload when such a rule is loaded).
     needs_ticks: ClassVar[bool] = False
+    #: Whether it is a plan step (create, patch, delete, wait: a signal written under a plan's `steps:`),
+    #: which `{step: ID}` triggers may name.
+    is_step: ClassVar[bool] = False
 
     def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
         """Rewrite plan sugar in a rule dict before it is built (default: unchanged). Raises RuleError."""
@@ -332,6 +335,9 @@ class _SignalAction(Action):
         if rel is not None and rel.on_timeout != "release":
             raise RuleError(f"rule {rule.id}: release.on_timeout: a process fault fires on timeout "
                             "(on_timeout: release) or waits; it cannot fail", key="release")
+        if rel is not None and rel.then != "release":
+            raise RuleError(f"rule {rule.id}: release.then: {self.name} has no flow to fail; `then: fail` is for "
+                            "holds", key="release")
 
 
 @register
@@ -357,3 +363,178 @@ class RestartKueue(_SignalAction):
         kill = bool(rule.get("kill", False))
         seconds = runner.restart_kueue(kill=kill, rule=str(rule.get("id")))
         return {"kill": kill, "seconds": seconds}
+
+
+# ---- plan steps (signals too: fired by triggers, done by the harness against kube-apiserver) -------
+
+
+class _StepAction(_SignalAction):
+    """A plan step (docs/fault-plans.md, Steps): written under a plan's `steps:` with `after:` triggers,
+    loaded as a signal rule (its `release.after`). The proxy signals it when its triggers hold; the
+    harness (harness/nemesis.py) does it directly against kube-apiserver with the admin identity, never
+    through the proxy, and reports it done (`signal_done` with ok, seconds, and what it did)."""
+
+    is_step = True
+    stage_hint = "a step acts on kube-apiserver directly, not on Kueue's requests"
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        rel = rule.release
+        if rel is not None and rel.timeout is not None:
+            raise RuleError(f"rule {rule.id}: a step runs when its `after` triggers hold, or never; it takes no "
+                            "release.timeout (a `wait` step takes `timeout`)", key="release")
+
+    @staticmethod
+    def spec(rule: Mapping[str, Any] | "Rule", key: str) -> Any:
+        return rule.param(key) if hasattr(rule, "param") else rule.get(key)
+
+
+@register
+class Create(_StepAction):
+    """Create objects, in order: inline (`{apiVersion, kind, metadata: {name}, …}`) or built by a builder
+    of harness/objects.py by name (`{builder: workload, args: {name: w1}, with: [{queue: lq}]}`), or a list
+    of those."""
+
+    name = "create"
+    params = {"create": None}
+    one_line = "plan step: create objects (inline, or by a harness/objects.py builder) in kube-apiserver"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        from harness import steps
+
+        if d.get("create") is not None:
+            try:
+                d = {**d, "create": steps.build_objects(d["create"])}
+            except steps.StepError as e:
+                raise RuleError(f"rule {d.get('id')}: create: {e}", key="create") from None
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not rule.param("create"):
+            raise RuleError(f"rule {rule.id}: create: give the object(s) to create", key="create")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        from harness import steps
+
+        return "create " + ", ".join(steps.object_label(o) for o in self.spec(rule, "create") or [])
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_create(rule.get("create") or [])
+
+
+@register
+class Patch(_StepAction):
+    """Patch one object: `{object: Kind/name, merge: {…}}` (JSON merge patch), `json: [ops]` (JSON patch)
+    or `apply: {…}` (server-side apply as `field_manager`, default kueue-harness, forced); `subresource:
+    status` for its status."""
+
+    name = "patch"
+    params = {"patch": None}
+    one_line = "plan step: patch an object (merge, JSON patch or server-side apply), its status too"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        from harness import steps
+
+        if d.get("patch") is not None:
+            try:
+                d = {**d, "patch": steps.patch_spec(d["patch"])}
+            except steps.StepError as e:
+                raise RuleError(f"rule {d.get('id')}: patch: {e}", key="patch") from None
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not rule.param("patch"):
+            raise RuleError(f"rule {rule.id}: patch: give {{object: Kind/name, merge: {{…}}}}", key="patch")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        from harness import steps
+
+        return steps.describe_patch(self.spec(rule, "patch") or {})
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_patch(rule.get("patch") or {})
+
+
+@register
+class Delete(_StepAction):
+    """Delete one object: `Kind/name` or `{object: Kind/name, namespace, propagation}`."""
+
+    name = "delete"
+    params = {"delete": None}
+    one_line = "plan step: delete an object"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        from harness import steps
+
+        if d.get("delete") is not None:
+            try:
+                d = {**d, "delete": steps.delete_spec(d["delete"])}
+            except steps.StepError as e:
+                raise RuleError(f"rule {d.get('id')}: delete: {e}", key="delete") from None
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not rule.param("delete"):
+            raise RuleError(f"rule {rule.id}: delete: give the object (Kind/name)", key="delete")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        from harness import steps
+
+        return "delete " + steps.ref_label(self.spec(rule, "delete") or {})
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_delete(rule.get("delete") or {})
+
+
+@register
+class Wait(_StepAction):
+    """Wait (at most `timeout` seconds) for a fact — `{log: REGEX}` or `{object: Kind/name, condition: T,
+    status: S}` / `{…, deleted: true}` / `{…, field: JSONPATH, equals: V}` — to have happened since the plan
+    was loaded; a timeout fails the step."""
+
+    name = "wait"
+    params = {"wait": None, "timeout": 60.0}
+    one_line = "plan step: wait for a Kueue log line or an object's condition, deletion or field value"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        from harness.faults import Trigger
+
+        w = d.get("wait")
+        if w is not None:
+            t = Trigger.from_dict(w, f"rule {d.get('id')}: wait")
+            if not t.is_fact:
+                raise RuleError(f"rule {d.get('id')}: wait: waits for a fact, {{log: REGEX}} or {{object: Kind/name, …}}"
+                                "; for another rule or step, give the step `after:` triggers", key="wait")
+            d = {**d, "wait": {k: v for k, v in t.__dict__.items() if v is not None and k != "state"}}
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not rule.param("wait"):
+            raise RuleError(f"rule {rule.id}: wait: give {{log: REGEX}} or {{object: Kind/name, condition: Type}}",
+                            key="wait")
+        t = rule.param("timeout")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 or t != t or t == float("inf"):
+            raise RuleError(f"rule {rule.id}: timeout must be seconds > 0, got {t!r}", key="timeout")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        from harness.faults import Trigger
+
+        w = self.spec(rule, "wait") or {}
+        try:
+            what = Trigger(**w).describe()
+        except TypeError:
+            what = str(w)
+        t = self.spec(rule, "timeout")
+        return f"wait until {what}" + (f" (at most {_num(t)}s)" if t is not None else "")
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_wait(rule.get("wait") or {}, float(rule.get("timeout") or 60.0), str(rule.get("id")))
+
+
+def step_names() -> tuple[str, ...]:
+    """The registered step actions (create, patch, delete, wait)."""
+    return tuple(n for n, a in _REGISTRY.items() if a.is_step)

@@ -10,6 +10,7 @@ event; the harness and YAML plans (harness/plans.py) build the same classes, so 
 from __future__ import annotations
 
 import fnmatch
+import json
 import math
 import re
 from functools import lru_cache
@@ -33,6 +34,8 @@ def _jsonpath(expr: str):
 
 #: The registered action names (harness/actions.py), in registration order.
 ACTIONS = actions.names()
+#: Those a plan writes under `rules:` (the step kinds go under `steps:`).
+RULE_ACTIONS = tuple(a for a in ACTIONS if not actions.get(a).is_step)
 #: States of a rule's flow a trigger can wait for: "held" (for a response hold: kube-apiserver has
 #: answered), "released" (the proxy let it go), "answered" (the answer was delivered to Kueue).
 TRIGGER_STATES = ("held", "released", "answered")
@@ -195,61 +198,199 @@ class Match:
         return True
 
 
+#: Trigger kinds: one of these keys names what a trigger waits for (docs/fault-plans.md, Triggers).
+TRIGGER_KINDS = ("rule", "delivered", "step", "log", "object")
+#: Condition statuses an `{object: …, condition: T, status: S}` trigger may wait for.
+CONDITION_STATUSES = ("True", "False", "Unknown")
+#: "Kind/name" or "Kind.group/name" (Workload/w1, ClusterQueue/${namespace}-cq, Job.batch/j1).
+_OBJECT_REF = re.compile(r"[A-Z][A-Za-z0-9]*(\.[a-z0-9][a-z0-9.-]*)?/[a-z0-9$][a-z0-9.${}-]*")
+
+
+def check_regex(pattern: Any, what: str) -> None:
+    """Raise RuleError unless `pattern` is a string that compiles and cannot backtrack for minutes."""
+    if not isinstance(pattern, str) or not pattern:
+        raise RuleError(f"{what}: expected a regular expression (a non-empty string)")
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise RuleError(f"{what}: {pattern!r} is not a regular expression: {e}") from None
+    if _nested_repeat(pattern):
+        raise RuleError(f"{what}: {pattern!r} nests an unbounded repeat inside another (like (a+)+), which can "
+                        "backtrack for minutes; write it without the nesting")
+
+
+def fact_value(v: Any) -> str:
+    """How an `equals` value and a value found in an object compare: strings as they are, anything else as
+    JSON (`false`, `3`, `null`), so `equals: false` and `equals: "false"` both take a JSON false."""
+    return v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+
+
 @dataclass(frozen=True)
 class Trigger:
-    """One condition for ending a hold.
+    """One condition for ending a hold or starting a step (or a process fault). Exactly one kind:
 
     `rule` + `state`: a flow caught by rule `rule` reached `state` (TRIGGER_STATES), with HTTP `status`
     if given (for "held" at the response stage and "answered");
     `delivered`: Kueue's Workload watch delivered the object of rule `delivered`'s answered flow at a
-    resourceVersion >= the one in that answer (the proxy sees the watch stream).
+    resourceVersion >= the one in that answer (the proxy sees the watch stream);
+    `step`: plan step `step` finished successfully (its `signal_done` with ok);
+    `log`: a line of Kueue's log matched this regex since the plan was loaded (`kueue_log.normalized`
+    says what text it is searched in);
+    `object` ("Kind/name", in `namespace` or the plan's): since the plan was loaded the object was
+    `deleted` (a deletion seen, not mere absence), or had condition `condition` with `status` ("True" by
+    default), or had a value at JSONPath `field` (equal to `equals` when given, compared by `fact_value`).
+
+    `log` and `object` triggers are *facts*: the proxy cannot see them, so the harness side
+    (harness/nemesis.py) observes them and reports each to the proxy (`POST /facts`, keyed by `fact_key`).
     """
 
     rule: str | None = None
     state: str = "answered"
-    status: int | None = None
+    status: int | str | None = None
     delivered: str | None = None
+    step: str | None = None
+    log: str | None = None
+    object: str | None = None
+    namespace: str | None = None
+    deleted: bool | None = None
+    condition: str | None = None
+    field: str | None = None
+    equals: Any = None
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> "Trigger":
+        """Build from a plan's trigger mapping; `where` prefixes errors ("rule a: release.after[0]").
+        Raises RuleError naming what to change."""
         if not isinstance(d, dict):
-            raise RuleError(f"{where}: expected an object like {{rule: X, state: answered}} or {{delivered: X}}")
+            raise RuleError(f"{where}: expected an object like {{rule: X, state: answered}}, {{delivered: X}}, "
+                            "{step: X}, {log: REGEX} or {object: Kind/name, condition: Type}")
         _check_keys(d, set(cls.__dataclass_fields__), where)
-        t = cls(**d)
-        if bool(t.rule) == bool(t.delivered):
-            raise RuleError(f"{where}: give exactly one of `rule` (with `state`) or `delivered`")
-        if not isinstance(t.rule or t.delivered, str):
-            raise RuleError(f"{where}: `{'rule' if t.rule else 'delivered'}` must be a rule id (a string)")
-        if t.delivered and (t.state != "answered" or t.status is not None):
-            raise RuleError(f"{where}: `delivered` takes no `state` or `status` (it waits for an answered 200)")
-        if t.state not in TRIGGER_STATES:
-            raise RuleError(f"{where}: state {t.state!r} is not one of {', '.join(TRIGGER_STATES)}")
-        if t.status is not None and (isinstance(t.status, bool) or not isinstance(t.status, int)):
-            raise RuleError(f"{where}: status must be an HTTP status code")
-        return t
+        kinds = [k for k in TRIGGER_KINDS if d.get(k) not in (None, "")]
+        if len(kinds) != 1:
+            raise RuleError(f"{where}: give exactly one of `rule` (with `state`), `delivered`, `step`, `log` or "
+                            f"`object`{' (got ' + ', '.join(kinds) + ')' if kinds else ''}")
+        kind = kinds[0]
+        if not isinstance(d[kind], str):
+            raise RuleError(f"{where}: `{kind}` must be a string")
+        extra = {"rule": {"state", "status"}, "delivered": set(), "step": set(), "log": set(),
+                 "object": {"namespace", "deleted", "condition", "status", "field", "equals"}}[kind]
+        # `state: answered` is the dataclass default and comes back from Rule.to_dict: not an extra key.
+        given = {k for k, v in d.items() if v is not None and k != kind and not (k == "state" and v == "answered")}
+        if given - extra:
+            bad = sorted(given - extra)
+            if kind == "delivered":
+                raise RuleError(f"{where}: `delivered` takes no `state` or `status` (it waits for an answered 200)")
+            raise RuleError(f"{where}: `{kind}` takes no {', '.join(f'`{k}`' for k in bad)}"
+                            + (f" (it takes {', '.join(f'`{k}`' for k in sorted(extra))})" if extra else ""))
+        d = dict(d)
+        if kind == "rule":
+            t = cls(**d)
+            if t.state not in TRIGGER_STATES:
+                raise RuleError(f"{where}: state {t.state!r} is not one of {', '.join(TRIGGER_STATES)}")
+            if t.status is not None and (isinstance(t.status, bool) or not isinstance(t.status, int)):
+                raise RuleError(f"{where}: status must be an HTTP status code")
+            return t
+        if kind == "log":
+            check_regex(d["log"], f"{where}: log")
+        if kind == "object":
+            if not _OBJECT_REF.fullmatch(d["object"]):
+                raise RuleError(f"{where}: object {d['object']!r} is not Kind/name (e.g. Workload/w1, "
+                                "ClusterQueue/${namespace}-cq)")
+            if d.get("namespace") is not None and not isinstance(d["namespace"], str):
+                raise RuleError(f"{where}: namespace must be a string")
+            what = [k for k in ("deleted", "condition", "field") if d.get(k) is not None]
+            if len(what) != 1:
+                raise RuleError(f"{where}: object takes exactly one of `deleted: true`, `condition` (with `status`) "
+                                "or `field` (with `equals`)")
+            if d.get("deleted") is not None and d["deleted"] is not True:
+                raise RuleError(f"{where}: deleted must be true (it waits for the object's deletion)")
+            if d.get("status") is not None and what != ["condition"]:
+                raise RuleError(f"{where}: status goes with `condition` only")
+            if d.get("equals") is not None and what != ["field"]:
+                raise RuleError(f"{where}: equals goes with `field` only")
+            if what == ["condition"]:
+                if not isinstance(d["condition"], str):
+                    raise RuleError(f"{where}: condition must be a condition type (a string, e.g. QuotaReserved)")
+                st = d.get("status", "True")
+                st = {True: "True", False: "False"}.get(st, st) if isinstance(st, bool) else st
+                if st not in CONDITION_STATUSES:
+                    raise RuleError(f"{where}: status {st!r} is not one of {', '.join(CONDITION_STATUSES)}")
+                d["status"] = st
+            if what == ["field"]:
+                if not isinstance(d["field"], str):
+                    raise RuleError(f"{where}: field must be a JSONPath (e.g. $.spec.active)")
+                try:
+                    _jsonpath(d["field"])
+                except RuleError as e:
+                    raise RuleError(f"{where}: field: {str(e).split(': ', 1)[1]}") from None
+                if isinstance(d.get("equals"), (dict, list)):
+                    raise RuleError(f"{where}: equals must be a scalar (string, number, true/false, null)")
+        return cls(**d)
+
+    @property
+    def kind(self) -> str:
+        """Which kind of trigger this is: one of TRIGGER_KINDS."""
+        return next(k for k in TRIGGER_KINDS if getattr(self, k))
 
     @property
     def ref(self) -> str:
-        return self.rule or self.delivered or ""
+        """The rule (or step) id this trigger names; "" for a fact (log, object)."""
+        return self.rule or self.delivered or self.step or ""
+
+    @property
+    def is_fact(self) -> bool:
+        """Whether the harness side must observe it (a log line, an object's state)."""
+        return bool(self.log or self.object)
+
+    def fact_key(self) -> str:
+        """The fact's identity between the proxy and the harness (canonical JSON of its keys)."""
+        keys = ("log",) if self.log else ("object", "namespace", "deleted", "condition", "status", "field", "equals")
+        return json.dumps({k: getattr(self, k) for k in keys if getattr(self, k) is not None}, sort_keys=True)
+
+    def describe(self) -> str:
+        """The words of a `why` ("triggers: …") and of report.md: "eviction-job1 held", "step w1 done",
+        "Kueue logged /Preempted/", "Workload/w1 QuotaReserved=True", "Workload/w1 deleted"."""
+        if self.rule:
+            return f"{self.rule} {self.state}"
+        if self.delivered:
+            return f"Kueue's watch delivered {self.delivered}'s object"
+        if self.step:
+            return f"step {self.step} done"
+        if self.log:
+            return f"Kueue logged /{self.log}/"
+        obj = self.object  # its namespace is the plan's unless the trigger names another: not repeated here
+        if self.deleted:
+            return f"{obj} deleted"
+        if self.condition:
+            return f"{obj} {self.condition}={self.status}"
+        return f"{obj} {self.field}" + (f" = {fact_value(self.equals)}" if self.equals is not None else " set")
+
+
+#: The Status message of a hold failed by its release.timeout (on_timeout: fail) unless the plan gives one.
+TIMEOUT_MESSAGE = "injected by kueue-harness (hold timed out)"
+#: … and of a hold failed by its triggers (then: fail).
+THEN_FAIL_MESSAGE = "injected by kueue-harness (plan: its release triggers held)"
 
 
 @dataclass(frozen=True)
 class Release:
     """When a hold ends by itself: once every trigger in `after` holds (none: only by command or
-    timeout), or after `timeout` seconds, then `on_timeout` ("release" or "fail" with `status`)."""
+    timeout), then `then` ("release": the flow goes on; "fail": the proxy answers `status`/`reason`/
+    `message` instead), or after `timeout` seconds, then `on_timeout` ("release" or "fail" with `status`)."""
 
     after: tuple[Trigger, ...] = ()
     timeout: float | None = None
     on_timeout: str = "release"
+    then: str = "release"
     status: int = 500
     reason: str = "InternalError"
-    message: str = "injected by kueue-harness (hold timed out)"
+    message: str = TIMEOUT_MESSAGE
 
     @classmethod
     def from_dict(cls, d: Any, rule_id: str) -> "Release":
         where = f"rule {rule_id}: release"
         if not isinstance(d, dict):
-            raise RuleError(f"{where}: expected an object with `after`, `timeout`, `on_timeout`")
+            raise RuleError(f"{where}: expected an object with `after`, `timeout`, `on_timeout`, `then`")
         _check_keys(d, set(cls.__dataclass_fields__), where)
         d = dict(d)
         after = d.get("after") or []
@@ -262,7 +403,19 @@ class Release:
             raise RuleError(f"{where}.timeout: expected seconds > 0")
         if r.on_timeout not in ("release", "fail"):
             raise RuleError(f"{where}.on_timeout: {r.on_timeout!r} is not release or fail")
+        if r.then not in ("release", "fail"):
+            raise RuleError(f"{where}.then: {r.then!r} is not release or fail")
+        if r.then == "fail" and not r.after:
+            raise RuleError(f"{where}.then: `then: fail` needs `after` triggers (it is what happens when they hold)")
+        if isinstance(r.status, bool) or not isinstance(r.status, int) or not 100 <= r.status <= 599:
+            raise RuleError(f"{where}.status: {r.status!r} is not an HTTP status")
         return r
+
+    def fail_message(self, timed_out: bool) -> str:
+        """The Status message when the hold is failed by its timeout (`timed_out`) or by `then: fail`."""
+        if self.message == TIMEOUT_MESSAGE and not timed_out:
+            return THEN_FAIL_MESSAGE
+        return self.message
 
 
 #: Rule keys every action shares (Rule's fields except `params`); extra keys come from the actions.
@@ -339,7 +492,7 @@ class Rule:
         try:
             kind = actions.get(d.get("action", "hold"))
         except KeyError:
-            raise RuleError(f"rule {rid}: action {d.get('action')!r} is not one of {', '.join(ACTIONS)}",
+            raise RuleError(f"rule {rid}: action {d.get('action')!r} is not one of {', '.join(RULE_ACTIONS)}",
                             key="action") from None
         d = kind.normalize(d)
         if d.get("release") is not None:
@@ -368,7 +521,7 @@ class Rule:
         if r.max_hold <= 0:
             raise RuleError(f"rule {r.id}: max_hold must be > 0, got {r.max_hold}", key="max_hold")
         if r.release is not None and not kind.takes_release:
-            takers = ", ".join(a for a in ACTIONS if actions.get(a).takes_release)
+            takers = ", ".join(a for a in RULE_ACTIONS if actions.get(a).takes_release)
             raise RuleError(f"rule {r.id}: `release` applies to actions {takers} only, not {r.action}",
                             key="release")
         if r.stage not in kind.stages:
@@ -392,12 +545,13 @@ class Rule:
         if self.release is None:
             d.pop("release")
         else:
-            d["release"]["after"] = [{k: v for k, v in t.items() if v is not None} for t in d["release"]["after"]]
+            d["release"]["after"] = [{k: v for k, v in t.items() if v is not None and (k != "state" or t.get("rule"))}
+                                     for t in d["release"]["after"]]
         return d
 
     def refs(self) -> set[str]:
         """Ids of the rules this rule's release triggers refer to."""
-        return {t.ref for t in self.release.after} if self.release else set()
+        return {t.ref for t in self.release.after if t.ref} if self.release else set()
 
 
 def validate_rule_set(rules: list[Rule], loaded: set[str] = frozenset()) -> None:
@@ -423,9 +577,11 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
         ids.add(r.id)
     known = ids | set(loaded) | set(elsewhere)
     for r in rules:
+        steps = {t.step for t in (r.release.after if r.release else ()) if t.step}
         for ref in sorted(r.refs()):
             if ref not in known:
-                errors.append(RuleError(f"rule {r.id}: release trigger names unknown rule {ref!r}"))
+                what = "step" if ref in steps else "rule"
+                errors.append(RuleError(f"rule {r.id}: release trigger names unknown {what} {ref!r}"))
     # Triggers that can never hold (the hold would only end by its timeout), for rules in this set.
     by_id = {r.id: r for r in rules}
     for r in rules:
@@ -433,7 +589,11 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
             target = by_id.get(t.ref)
             if target is None:
                 continue
-            if t.rule and t.state not in target.kind.trigger_states:
+            if t.step and not target.kind.is_step:
+                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for step {t.step}, but {t.step} "
+                                        f"(action {target.action}) is not a step; wait for a rule with "
+                                        "{rule: ID, state: …}"))
+            elif t.rule and t.state not in target.kind.trigger_states:
                 if t.state in ("held", "released") and target.kind.consulted != "signal":
                     errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but "
                                             f"{t.rule} (action {target.action}) never holds a flow"))
@@ -454,9 +614,11 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
                                         "status"))
     # A hold waiting for X to be released or answered (or delivered) needs X's own hold to end first;
     # waiting for X to be "held" does not, so such triggers make no edge (scenario 1 needs exactly that:
-    # the admission waits for the eviction to be held, the eviction's answer for the admission).
+    # the admission waits for the eviction to be held, the eviction's answer for the admission). A step
+    # waits for the other step to be done: an edge. Facts (log, object) name no rule: no edge.
     graph = {
-        r.id: {t.ref for t in (r.release.after if r.release else ()) if t.delivered or t.state != "held"} & ids
+        r.id: {t.ref for t in (r.release.after if r.release else ())
+               if t.delivered or t.step or (t.rule and t.state != "held")} & ids
         for r in rules
     }
     state: dict[str, int] = {}
@@ -492,11 +654,20 @@ class FlowRecord:
     released: bool = False
     answered_status: int | None = None
     answered_rv: str | None = None
+    #: For a signal (process fault, step): whether the harness reported it done successfully.
+    ok: bool | None = None
 
 
-def trigger_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]], delivered_rv: dict[str, int]) -> bool:
-    """Whether trigger `t` holds, given each rule's flows and the highest resourceVersion Kueue's watch
-    delivered per "namespace/name". A trigger over a rule with several flows holds when any flow does."""
+def trigger_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]], delivered_rv: dict[str, int],
+                      facts: Any = frozenset()) -> bool:
+    """Whether trigger `t` holds, given each rule's flows, the highest resourceVersion Kueue's watch
+    delivered per "namespace/name", and the keys of the facts the harness reported (`Trigger.fact_key`).
+    A trigger over a rule with several flows holds when any flow does; a step trigger when the step was
+    done with success."""
+    if t.is_fact:
+        return t.fact_key() in facts
+    if t.step:
+        return any(f.released and f.ok is True for f in flows.get(t.step, []))
     if t.delivered:
         for f in flows.get(t.delivered, []):
             if f.answered_rv is None or f.answered_status != 200:

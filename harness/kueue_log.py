@@ -73,6 +73,37 @@ def mentions(line: dict[str, Any], key: str) -> bool:
     return any(_obj_key(v) == key for k, v in line.items() if k not in ("msg", "ts", "level", "logger", "caller"))
 
 
+#: Keys a `{log: REGEX}` trigger does not see: when and where in Kueue's code the line was written.
+_UNSEARCHED = ("ts", "caller", "msg")
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, dict) and isinstance(v.get("name"), str) and set(v) <= {"name", "namespace"}:
+        return _obj_key(v) or ""
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def normalized(line: dict[str, Any]) -> str:
+    """The text a plan's `{log: REGEX}` trigger is searched in (docs/fault-plans.md, Triggers): the
+    message, then ` key=value` for every other key in the line's order except ts and caller. An object
+    (klog.KObj, `{"name", "namespace"}`) is written `namespace/name` (`name` when cluster-scoped); a line
+    that names its object with top-level `namespace` and `name` keys (controller-runtime's reconcilers)
+    also gets `object=namespace/name`, so `object=ns/w1` or `=ns/w1\\b` finds a Workload whichever way
+    the line carries it. Other values are compact JSON (`schedulingCycle=6`, `assignments=[…]`).
+
+    Example: `Workload successfully admitted and assigned flavors level=Level(-2) logger=scheduler
+    replica-role=standalone schedulingCycle=6 workload=team-a/job-job2-d4d7c clusterQueue=cq assignments=[…]`.
+    """
+    parts = [str(line.get("msg", ""))]
+    parts += [f"{k}={_text(v)}" for k, v in line.items() if k not in _UNSEARCHED]
+    ns, name = line.get("namespace"), line.get("name")
+    if isinstance(ns, str) and isinstance(name, str):
+        parts.append(f"object={ns}/{name}")
+    return " ".join(parts)
+
+
 def count(path: Path, msg: str, **match: str) -> int:
     """How many lines have message `msg` and, for each `field=key`, that KObj field equal to "ns/name"."""
     n = 0

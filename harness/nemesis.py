@@ -5,6 +5,14 @@
   environment, records `kueue_restart` in the case's history and counts it as a restart the case asked
   for) and reports it done to the proxy (`signal_done`), which other rules' triggers can wait for
   (`{rule: ID, state: released}`);
+- **plan steps** (harness/actions.py step kinds: create, patch, delete, wait): signalled like a process
+  fault when their `after` triggers hold; the Nemesis does them directly against kube-apiserver with the
+  admin identity (harness/steps.py KubeRest, never through the proxy) and reports them done with ok,
+  seconds and what they did, or the error;
+- **facts** for `{log: …}` / `{object: …}` triggers and `wait` steps, which the proxy cannot see: from each
+  `rule_added` the Nemesis learns what to observe (harness/steps.py FactObserver: Kueue's log lines since
+  the plan loaded, the object read and watched) and reports each fact once it happened (`POST /facts`), so
+  the proxy re-evaluates its triggers;
 - **watch ticks** for `delay_watch_events`: the proxy holds a delayed watch line until a chunk of the same
   watch arrives after its due time (mitmproxy 11's stream callable is synchronous), so at each due time
   (`watch_event_delayed`'s `due`) the Nemesis touches a throwaway Workload, `kueue-harness-tick`, in a
@@ -29,7 +37,7 @@ from typing import Any, Callable
 
 import pytest
 
-from harness import actions
+from harness import actions, steps
 from harness.actions import TICK_WORKLOAD as TICK_NAME  # the throwaway Workload a tick patches
 from harness.jsonl import JsonlTail
 #: Namespace of the tick Workload in a `kueue-harness up` session.
@@ -61,15 +69,25 @@ class Nemesis:
 
     `proxy`: a harness.proxy.Proxy (its `events_file` and control channel); `restart`: called as
     restart(kill, rule) to restart Kueue and record it (None: process faults are refused and reported
-    failed); `api_client`: a kubernetes ApiClient direct to kube-apiserver for the tick (None: no ticks);
-    `tick_namespace`: where the tick Workload lives (created when first needed); `say`: progress lines.
+    failed); `api_client`: a kubernetes ApiClient direct to kube-apiserver for the tick, the steps and the
+    object facts (None: none of them can be done); `tick_namespace`: where the tick Workload lives (created
+    when first needed); `kueue_log`: Kueue's JSON log, for `{log: …}` facts; `namespace`: where steps put
+    namespaced objects that name no namespace; `say`: progress lines.
     """
 
     def __init__(self, proxy: Any, *, restart: Callable[[bool, str], None] | None = None, api_client: Any = None,
                  tick_namespace: str | None = None, say: Callable[[str], None] = lambda s: None,
-                 poll: float = 0.02) -> None:
+                 poll: float = 0.02, kueue_log: Any = None, namespace: str = steps.DEFAULT_NAMESPACE,
+                 on_workload: Callable[[str], None] | None = None) -> None:
         self.proxy, self._restart, self.api_client = proxy, restart, api_client
+        #: Called with "ns/name" of every Workload of `namespace` seen in the proxy's events (a case's history
+        #: keeps the events of its Workloads, also those a plan's steps or Kueue created).
+        self.on_workload = on_workload
         self.tick_namespace, self.say, self.poll = tick_namespace, say, poll
+        self.namespace = namespace
+        self.rest = steps.KubeRest(api_client) if api_client is not None else None
+        self.facts = steps.FactObserver(self.rest, kueue_log, self._report_fact, namespace, say)
+        self._cancel = threading.Event()  # set by stop(): wait steps still waiting give up
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._workers: list[threading.Thread] = []
@@ -94,7 +112,8 @@ class Nemesis:
 
         can_restart = hasattr(case.env, "restart_kueue")
         return cls(case.proxy, restart=restart if can_restart else None, api_client=case.cluster.api,
-                   tick_namespace=f"{case.ns}-tick")
+                   tick_namespace=f"{case.ns}-tick", kueue_log=getattr(case.env, "kueue_log", None),
+                   namespace=case.ns, on_workload=case.workload_keys.add)
 
     @classmethod
     def for_session(cls, env: Any, say: Callable[[str], None]) -> "Nemesis":
@@ -105,7 +124,7 @@ class Nemesis:
             env.restart_kueue(kill=kill)
 
         return cls(env.proxy, restart=restart, api_client=env.api_client(), tick_namespace=SESSION_TICK_NAMESPACE,
-                   say=say)
+                   say=say, kueue_log=getattr(env, "kueue_log", None))
 
     # ---- life cycle ------------------------------------------------------------------------------
     def start(self) -> "Nemesis":
@@ -125,10 +144,14 @@ class Nemesis:
         return not any(w.is_alive() for w in self._workers)
 
     def stop(self, timeout: float = SIGNAL_TIMEOUT) -> bool:
-        """Settle (at most `timeout` seconds), then stop following; delete the tick's namespace. Returns
-        False if a process fault was still running (it goes on in its thread; the caller decides)."""
+        """Settle (at most `timeout` seconds; `wait` steps still waiting give up at once and are reported
+        failed: the case ended before what they wait for), then stop following and observing; delete the
+        tick's namespace. Returns False if a process fault was still running (it goes on in its thread; the
+        caller decides)."""
+        self._cancel.set()
         ok = self.settle(timeout)
         self._stop.set()
+        self.facts.stop()
         if self._thread is not None:
             self._thread.join(10)
         if self._tick_namespace_created and self.api_client is not None:
@@ -158,11 +181,61 @@ class Nemesis:
             self.done.append({"event": "kueue_restart", "rule": rule, "kill": kill, "seconds": seconds})
         return seconds
 
+    def _rest(self) -> steps.KubeRest:
+        if self.rest is None:
+            raise RuntimeError("no API client: this Nemesis cannot do plan steps")
+        return self.rest
+
+    def _step_done(self, action: str, t0: float, **detail: Any) -> dict[str, Any]:
+        seconds = round(time.monotonic() - t0, 3)
+        with self._lock:
+            self.done.append({"event": "step", "action": action, "seconds": seconds, **detail})
+        return {"seconds": seconds, **detail}
+
+    def step_create(self, objs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Create `objs` in order (a `create` step). Returns {"seconds", "objects": ["Workload ns/w1 rv 12"]}.
+        Raises harness.steps.StepError with kube-apiserver's answer (the objects before it were created)."""
+        t0, done = time.monotonic(), []
+        for obj in objs:
+            created = self._rest().create(obj, self.namespace)
+            meta = created.get("metadata") or {}
+            done.append(f"{steps.object_label(created)} rv {meta.get('resourceVersion')}")
+            if created.get("kind") == "Workload" and meta.get("namespace") == self.namespace and self.on_workload:
+                self.on_workload(f"{self.namespace}/{meta.get('name')}")
+        return self._step_done("create", t0, objects=done)
+
+    def step_patch(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Do a `patch` step. Returns {"seconds", "objects": [the patched object and its resourceVersion]}."""
+        t0 = time.monotonic()
+        patched = self._rest().patch(spec, self.namespace)
+        rv = (patched.get("metadata") or {}).get("resourceVersion")
+        return self._step_done("patch", t0, objects=[f"{steps.object_label(patched)} rv {rv}"])
+
+    def step_delete(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Do a `delete` step. Returns {"seconds", "objects": [what was deleted]}."""
+        t0 = time.monotonic()
+        self._rest().delete(spec, self.namespace)
+        return self._step_done("delete", t0, objects=[str(spec.get("object"))])
+
+    def step_wait(self, fact: dict[str, Any], timeout: float, rule_id: str = "wait") -> dict[str, Any]:
+        """Wait until fact `fact` (a `wait` step's {log} or {object, …}) happened since its plan loaded, at
+        most `timeout` seconds. Returns {"seconds", "matched": what was seen}. Raises TimeoutError (with
+        what was last observed) or InterruptedError (the case ended first)."""
+        t0 = time.monotonic()
+        # Observed since the step's rule was added (rule_added); registering again keeps that start.
+        key = self.facts.register(fact, since=time.time(), owner=rule_id)
+        matched = self.facts.wait(key, timeout, self._cancel)
+        return self._step_done("wait", t0, matched=matched)
+
+    def _report_fact(self, key: str, detail: dict[str, Any]) -> None:
+        self.proxy.add_fact(key, detail)
+
     # ---- the loop --------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self._read()
+                self.facts.poll()
                 self._tick_if_due()
             except Exception as e:  # noqa: BLE001 - keep following; say what went wrong
                 self.say(f"[kueue-harness] nemesis: {type(e).__name__}: {e}")
@@ -179,6 +252,16 @@ class Nemesis:
 
     def _on_event(self, ev: dict[str, Any]) -> None:
         kind = ev.get("event")
+        if self.on_workload is not None:
+            w = ev.get("write") if kind == "request" and isinstance(ev.get("write"), dict) else None
+            if w is not None and w.get("kind") == "Workload" and w.get("namespace") == self.namespace and w.get("name"):
+                self.on_workload(f"{self.namespace}/{w['name']}")
+            elif kind == "watch_event" and ev.get("namespace") == self.namespace and ev.get("name"):
+                self.on_workload(f"{self.namespace}/{ev['name']}")
+        if kind == "rule_added":
+            self._observe_facts(ev)
+        elif kind == "rule_removed" and isinstance(ev.get("rule"), str):
+            self.facts.unregister(ev["rule"])
         if kind == "rule_added" and not self._tick_ready and self.api_client is not None:
             try:
                 needs = actions.get((ev.get("rule") or {}).get("action")).needs_ticks
@@ -199,19 +282,35 @@ class Nemesis:
                 self._workers.append(w)
             w.start()
 
+    def _observe_facts(self, ev: dict[str, Any]) -> None:
+        """Start observing the facts a newly loaded rule waits for (its log/object triggers; a wait step's
+        condition), counted from when it was loaded (the event's time)."""
+        rule = ev.get("rule") if isinstance(ev.get("rule"), dict) else {}
+        rid = str(rule.get("id"))
+        specs = [t for t in ((rule.get("release") or {}).get("after") or [])
+                 if isinstance(t, dict) and (t.get("log") or t.get("object"))]
+        if rule.get("action") == "wait" and isinstance(rule.get("wait"), dict):
+            specs.append(rule["wait"])
+        for spec in specs:
+            try:
+                self.facts.register(spec, since=float(ev.get("ts") or time.time()), owner=rid)
+            except Exception as e:  # noqa: BLE001 - a bad spec was refused by the proxy already; say it
+                self.say(f"[kueue-harness] cannot observe {spec} for rule {rid}: {type(e).__name__}: {e}")
+
     def _perform(self, ev: dict[str, Any]) -> None:
         rule = {k: v for k, v in ev.items() if k not in ("ts", "source", "event", "rule", "why")}
         rule["id"] = ev.get("rule")
+        kind = "step" if actions.get(ev.get("action")).is_step else "process fault"
         try:
             detail = actions.get(ev.get("action")).perform(self, rule)
-            ok, extra = True, {k: v for k, v in detail.items() if k in ("kill", "seconds")}
+            ok, extra = True, {k: v for k, v in detail.items() if k in ("kill", "seconds", "objects", "matched")}
         except Exception as e:  # noqa: BLE001 - reported to the proxy (signal_done ok=false) and the log
             ok, extra = False, {"error": f"{type(e).__name__}: {e}"}
-            self.say(f"[kueue-harness] process fault {rule['id']} failed: {extra['error']}")
+            self.say(f"[kueue-harness] {kind} {rule['id']} failed: {extra['error']}")
         try:
             self.proxy.signal_done(str(rule["id"]), ok=ok, **extra)
         except Exception as e:  # noqa: BLE001 - the rule may have been removed meanwhile
-            self.say(f"[kueue-harness] could not report process fault {rule['id']} done: {e}")
+            self.say(f"[kueue-harness] could not report {kind} {rule['id']} done: {e}")
 
     # ---- ticks -----------------------------------------------------------------------------------
     def _tick_if_due(self) -> None:

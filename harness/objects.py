@@ -290,6 +290,21 @@ def workload_priority_class(name: str, value: int) -> _Builder:
                      "value": value, "description": f"kueue-harness priority {value}"})
 
 
+def barrier(namespace: str, name: str = "barrier") -> list[_Builder]:
+    """The sacrificial objects of a scheduler barrier (docs/fault-plans.md, "A scheduler barrier"), in
+    creation order: ResourceFlavor and ClusterQueue `<namespace>-<name>` (nominal quota cpu 0, no cohort),
+    LocalQueue `<name>` and Workload `<name>` (one pod, cpu 1) in `namespace`. Kueue's scheduler can never
+    fit that Workload, so the cycle that first considers it ends with a synchronous write of it
+    (QuotaReserved=False, reason Pending; a loose `kueue-admission` apply, classified `pending`:
+    pkg/scheduler/scheduler.go:853-866 at v0.17.0). A plan holds that write (`match: {write: pending,
+    name: <name>}`), and the scheduler waits inside that cycle until the hold ends."""
+    cq = f"{namespace}-{name}"
+    return [resource_flavor(cq),
+            cluster_queue(cq).flavor_quota(cq, cpu="0"),
+            local_queue(name, namespace, cq),
+            workload(name, namespace).queue(name).pod_set("main", 1, cpu="1")]
+
+
 class JobBuilder(_Builder):
     def queue(self, local_queue: str) -> "JobBuilder":
         self._obj["metadata"]["labels"][QUEUE_LABEL] = local_queue

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from harness.errors import HarnessError
-from harness import actions
+from harness import actions, steps
 from harness.faults import Match, Release, Rule, RuleError, Trigger, rule_keys, rule_set_errors
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
@@ -35,11 +35,14 @@ def shipped_plans() -> dict[str, Path]:
 API_VERSION = "kueue-harness/v1"
 KIND = "FaultPlan"
 
-_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules", "kueue"}
+_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules", "steps", "kueue"}
 _RULE_KEYS = rule_keys()  # the shared keys and every action's extra keys (harness/actions.py)
 _MATCH_KEYS = {f.name for f in dataclasses.fields(Match)}
 _RELEASE_KEYS = {f.name for f in dataclasses.fields(Release)}
 _TRIGGER_KEYS = {f.name for f in dataclasses.fields(Trigger)}
+#: The step kinds (harness/actions.py): a step has exactly one of these keys.
+_STEP_KINDS = actions.step_names()
+_STEP_KEYS = {"id", "after", "timeout", *_STEP_KINDS}
 
 
 #: Plans are a handful of rules; a larger file is a mistake (or an attack on the loader).
@@ -67,6 +70,8 @@ class Plan:
     #: The plan's `kueue:` section (harness/kueue_config.py KueueConfig), or None: the Kueue configuration
     #: the plan needs; a case that loads the plan gives it to Kueue first (docs/kueue-config.md).
     kueue: Any = None
+    #: The ids of the plan's steps (`steps:`), in file order; their rules are in `rules` after the others.
+    steps: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         """The body of the proxy's `POST /plan`."""
@@ -163,25 +168,60 @@ _PLACEHOLDER_TRIGGER = {"rule": "-", "state": "answered"}
 
 
 def _triggers(keys: dict[str, tuple[yaml.Node, yaml.Node]]) -> list[yaml.Node]:
-    """A rule's `release.after` trigger nodes (already checked to be a list of mappings)."""
-    rel = keys.get("release", (None, None))[1]
-    after = _keys(rel).get("after", (None, None))[1] if isinstance(rel, yaml.MappingNode) else None
+    """A rule's `release.after` (a step's `after`) trigger nodes (already checked to be a list of mappings)."""
+    if "after" in keys:  # a step
+        after = keys["after"][1]
+    else:
+        rel = keys.get("release", (None, None))[1]
+        after = _keys(rel).get("after", (None, None))[1] if isinstance(rel, yaml.MappingNode) else None
     return list(after.value) if isinstance(after, yaml.SequenceNode) else []
 
 
 def _trigger_naming(keys: dict[str, tuple[yaml.Node, yaml.Node]], ref: str) -> yaml.Node | None:
-    """The first trigger node of a rule whose `rule` or `delivered` is `ref`."""
+    """The first trigger node of a rule whose `rule`, `delivered` or `step` is `ref`."""
     for t in _triggers(keys):
         if isinstance(t, yaml.MappingNode) and any(
-                k in ("rule", "delivered") and v.value == ref for k, (_, v) in _keys(t).items()):
+                k in ("rule", "delivered", "step") and v.value == ref for k, (_, v) in _keys(t).items()):
             return t
     return None
 
 
+def _step_words(msg: str) -> str:
+    """A Rule's error message in the words of the `steps:` section: "step X: after[0]: …"."""
+    msg = re.sub(r"^rule\b", "step", msg)
+    return msg.replace("release.after[", "after[").replace("release trigger names", "trigger names")
+
+
+def _check_step_nodes(problems: _Problems, node: yaml.Node, index: int, sdata: Any
+                      ) -> dict[str, tuple[yaml.Node, yaml.Node]] | None:
+    """Check a step's keys and its `after` triggers' keys like `_check_rule_nodes` does a rule's (unknown
+    keys are reported and taken out of `sdata`, a copy). Returns the step's keys, None when not a mapping."""
+    keys, unknown = _check_mapping(problems, node, _STEP_KEYS, f"steps[{index}]")
+    if keys is None or not isinstance(sdata, dict):
+        return keys
+    for k in unknown:
+        sdata.pop(k, None)
+    if "after" in keys:
+        after = keys["after"][1]
+        if not isinstance(after, yaml.SequenceNode):
+            problems.add(after, f"steps[{index}].after: expected a list of triggers")
+            sdata.pop("after", None)
+            return keys
+        triggers = sdata.get("after") if isinstance(sdata.get("after"), list) else None
+        for j, t in enumerate(after.value):
+            tkeys, bad = _check_mapping(problems, t, _TRIGGER_KEYS, f"steps[{index}].after[{j}]")
+            if triggers is not None and j < len(triggers):
+                if tkeys is None:
+                    triggers[j] = dict(_PLACEHOLDER_TRIGGER)
+                elif bad and isinstance(triggers[j], dict):
+                    triggers[j] = {k: v for k, v in triggers[j].items() if k not in bad}
+    return keys
+
+
 def _field_node(keys: dict[str, tuple[yaml.Node, yaml.Node]], message: str, rule_node: yaml.Node) -> yaml.Node:
     """The node a RuleError message is about ("match.path_regex: …" -> that value), else the rule."""
-    message = re.sub(r"^rule [^:]*: ", "", message)  # the rule's id may contain a key's name
-    m = re.search(r"\brelease\.after\[(\d+)\]", message)
+    message = re.sub(r"^(?:rule|step) [^:]*: ", "", message)  # the rule's id may contain a key's name
+    m = re.search(r"\b(?:release\.)?after\[(\d+)\]", message)
     if m and int(m.group(1)) < len(_triggers(keys)):
         return _triggers(keys)[int(m.group(1))]
     m = re.search(r"\b(match|release)\.([a-z_]+)", message)
@@ -226,7 +266,7 @@ def _rule_problem_target(e: RuleError, msg: str, rdata: dict[str, Any]) -> str |
 
 
 def _check_rule(problems: _Problems, rdata: dict[str, Any], keys: dict[str, tuple[yaml.Node, yaml.Node]],
-                rnode: yaml.Node) -> tuple[Rule | None, bool]:
+                rnode: yaml.Node, step: bool = False) -> tuple[Rule | None, bool]:
     """Build the rule, adding each of its value problems to `problems`: after a problem its value is taken
     out and the rule checked again (at most 10 times), until it builds or cannot be checked further. A
     problem that names a value already taken out is a consequence of that: not reported (its value is
@@ -243,7 +283,7 @@ def _check_rule(problems: _Problems, rdata: dict[str, Any], keys: dict[str, tupl
                 node = _field_node(keys, msg, rnode)
                 if e.key in keys and e.key not in ("match", "release"):  # the key the message is about
                     node = keys[e.key][0]
-                problems.add(node, msg)
+                problems.add(node, _step_words(msg) if step else msg)
             # else: a consequence of a value taken out before: not reported, but taken out too
             what = _rule_problem_target(e, msg, rdata)
             if what is None:
@@ -251,7 +291,7 @@ def _check_rule(problems: _Problems, rdata: dict[str, Any], keys: dict[str, tupl
             removed.append(what)
             continue
         except TypeError as e:
-            problems.add(_field_node(keys, str(e), rnode), str(e))
+            problems.add(_field_node(keys, str(e), rnode), _step_words(str(e)) if step else str(e))
             return None, False
         return rule, not removed
     return None, False
@@ -260,15 +300,15 @@ def _check_rule(problems: _Problems, rdata: dict[str, Any], keys: dict[str, tupl
 def _set_problem_node(msg: str, nodes: dict[str, tuple[yaml.Node, dict]], root: yaml.Node) -> yaml.Node:
     """The node a rule-set problem is about: the trigger it names, the duplicate id, the rule."""
     # Messages name rules exactly: "rule X: …" or "… form a cycle: A -> B -> A".
-    named = re.match(r"rule (.+?): ", msg)
+    named = re.match(r"(?:rule|step) (.+?): ", msg)
     cycle = re.search(r"form a cycle: (.+)$", msg)
     in_msg = [named.group(1)] if named else cycle.group(1).split(" -> ") if cycle else []
     culprit = next((rid for rid in nodes if rid in in_msg), None)
     if not culprit:
         return root
     rnode, keys = nodes[culprit]
-    unknown = re.search(r"names unknown rule '(.+)'$", msg)
-    index = re.search(r"\brelease\.after\[(\d+)\]", msg)
+    unknown = re.search(r"names unknown (?:rule|step) '(.+)'$", msg)
+    index = re.search(r"\b(?:release\.)?after\[(\d+)\]", msg)
     if index and int(index.group(1)) < len(_triggers(keys)):
         return _triggers(keys)[int(index.group(1))]
     if "already loaded" in msg and "id" in keys:
@@ -280,9 +320,28 @@ def _set_problem_node(msg: str, nodes: dict[str, tuple[yaml.Node, dict]], root: 
     return rnode
 
 
+def _variables(problems: _Problems, node: yaml.Node) -> None:
+    """Report every `${name}` in the plan's strings that is not a template variable (harness/steps.py)."""
+    if isinstance(node, yaml.ScalarNode):
+        if isinstance(node.value, str) and "${" in node.value:
+            for name in steps.unknown_variables(node.value):
+                problems.add(node, f"unknown template variable ${{{name}}}; the only one is ${{namespace}} (the "
+                                   "namespace the plan is loaded for)")
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            _variables(problems, v)
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            _variables(problems, v)
+
+
 def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) -> Plan:
     """Parse and validate plan text. `namespace` (a case's namespace) is set on rules whose match has
-    none, so that a plan written for any namespace acts only inside one.
+    none, so that a plan written for any namespace acts only inside one; it is also the value of
+    `${namespace}` in the plan's strings (without one: harness.steps.DEFAULT_NAMESPACE) and the namespace
+    of the objects, object triggers and steps that name none. Steps (`steps:`) become signal rules
+    (harness/actions.py step kinds) after the plan's other rules; a step without `after` waits for the
+    step before it (`{step: previous}`; the first runs when the plan is loaded).
 
     Raises PlanError with every problem found ("file:line: …", one line each, sorted by line; the YAML
     itself must parse for anything past its syntax error to be checked); nothing is half-loaded.
@@ -306,19 +365,27 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     top, _ = _check_mapping(problems, root, _TOP_KEYS, "plan")
     if top is None:
         raise problems.error()  # type: ignore[misc]
-    data = yaml.safe_load(text)
+    _variables(problems, root)
+    data = steps.template(yaml.safe_load(text), namespace or steps.DEFAULT_NAMESPACE)
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         wrong = "apiVersion" if data.get("apiVersion") != API_VERSION else "kind"
         problems.add(top.get(wrong, (None, root))[1], f"expected apiVersion: {API_VERSION} and kind: {KIND}")
-    if "rules" not in top or not isinstance(top["rules"][1], yaml.SequenceNode) or not top["rules"][1].value:
-        problems.add(top.get("rules", (None, root))[1], "`rules` must be a non-empty list")
+    has_steps = "steps" in top
+    if has_steps and (not isinstance(top["steps"][1], yaml.SequenceNode) or not top["steps"][1].value):
+        problems.add(top["steps"][1], "`steps` must be a non-empty list")
         raise problems.error()  # type: ignore[misc]
+    if ("rules" not in top and not has_steps) or ("rules" in top and (
+            not isinstance(top["rules"][1], yaml.SequenceNode) or (not top["rules"][1].value and not has_steps))):
+        problems.add(top.get("rules", (None, root))[1], "`rules` must be a non-empty list"
+                     + ("" if "rules" in top else " (or give `steps`)"))
+        raise problems.error()  # type: ignore[misc]
+    rule_nodes = list(zip(top["rules"][1].value, data["rules"])) if "rules" in top else []
     rules: list[Rule] = []
     failed: set[str] = set()  # ids of rules with a problem of their own: known, but not checked as a set
     partial: list[tuple[Rule, yaml.Node, dict]] = []  # those that built once their bad values were taken out
     lines: dict[str, int] = {}
     nodes: dict[str, tuple[yaml.Node, dict]] = {}
-    for i, (rnode, rdata) in enumerate(zip(top["rules"][1].value, data["rules"])):
+    for i, (rnode, rdata) in enumerate(rule_nodes):
         before = len(problems.items)
         rdata = copy.deepcopy(rdata)
         keys = _check_rule_nodes(problems, rnode, i, rdata)
@@ -328,9 +395,17 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
             problems.add(rnode, f"rules[{i}]: expected a mapping")
             continue
         try:
-            signal = actions.get(rdata.get("action", "hold")).consulted == "signal"
+            kind = actions.get(rdata.get("action", "hold"))
+            signal = kind.consulted == "signal"
         except (KeyError, TypeError):
-            signal = False  # Rule.from_dict names the unknown action below
+            kind, signal = None, False  # Rule.from_dict names the unknown action below
+        if kind is not None and kind.is_step:
+            problems.add(keys.get("action", (rnode,))[0], f"rule {rdata.get('id')}: action {kind.name} is a step: "
+                                                          "write it under `steps:` (docs/fault-plans.md, Steps)")
+            if isinstance(rdata.get("id"), str):
+                failed.add(rdata["id"])
+            continue
+        rdata = steps.default_namespace(rdata, namespace or steps.DEFAULT_NAMESPACE)  # its object triggers
         if signal:
             pass  # a process fault matches no request: no namespace to narrow it to
         elif namespace is not None and isinstance(rdata.get("match"), dict) and not rdata["match"].get("namespace"):
@@ -347,13 +422,55 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         rules.append(rule)
         lines[rule.id] = rnode.start_mark.line + 1
         nodes[rule.id] = (rnode, keys)
+    step_ids: list[str] = []
+    previous: str | None = None
+    for i, (snode, sdata) in enumerate(zip(top["steps"][1].value, data["steps"]) if has_steps else ()):
+        before = len(problems.items)
+        sdata = copy.deepcopy(sdata)
+        keys = _check_step_nodes(problems, snode, i, sdata)
+        if keys is None or not isinstance(sdata, dict):
+            continue
+        sid = sdata.get("id")
+        given = [k for k in _STEP_KINDS if k in sdata]
+        if len(given) != 1:
+            problems.add(snode if not given else keys[given[1]][0],
+                         f"step {sid if sid is not None else f'steps[{i}]'}: give exactly one of "
+                         f"{', '.join(_STEP_KINDS)}" + (f" (got {', '.join(given)})" if given else ""))
+            failed.add(sid) if isinstance(sid, str) else None
+            previous = sid if isinstance(sid, str) else previous
+            continue
+        rdata: dict[str, Any] = {"id": sid, "action": given[0], given[0]: sdata[given[0]]}
+        if "timeout" in sdata and given != ["wait"]:
+            problems.add(keys["timeout"][0], f"step {sid}: timeout goes with wait only (the seconds a wait step "
+                                             "waits); a step runs when its `after` triggers hold")
+        elif "timeout" in sdata:
+            rdata["timeout"] = sdata["timeout"]
+        after = sdata.get("after") if "after" in sdata else ([{"step": previous}] if previous else [])
+        rdata["release"] = {"after": after}
+        rdata = steps.default_namespace(rdata, namespace or steps.DEFAULT_NAMESPACE)
+        rule, clean = _check_rule(problems, rdata, keys, snode, step=True)
+        if isinstance(sid, str):
+            previous = sid
+        if rule is None or not clean or len(problems.items) > before:
+            if isinstance(sid, str):
+                failed.add(sid)
+            if rule is not None:
+                partial.append((rule, snode, keys))
+            continue
+        rules.append(rule)
+        step_ids.append(rule.id)
+        lines[rule.id] = snode.start_mark.line + 1
+        nodes[rule.id] = (snode, keys)
     for e in rule_set_errors(rules, elsewhere=failed - {r.id for r in rules}):
-        problems.add(_set_problem_node(str(e), nodes, root), str(e))
+        named = re.match(r"rule (.+?): ", str(e))
+        problems.add(_set_problem_node(str(e), nodes, root),
+                     _step_words(str(e)) if named and named.group(1) in step_ids else str(e))
     known = {r.id for r in rules} | failed | {_PLACEHOLDER_TRIGGER["rule"]}
     for rule, rnode, keys in partial:  # their triggers may still name a rule that does not exist
         for ref in sorted(rule.refs() - known):
-            problems.add(_trigger_naming(keys, ref) or rnode, f"rule {rule.id}: release trigger names unknown rule "
-                                                              f"{ref!r}")
+            what = "step" if any(t.step == ref for t in rule.release.after) else "rule"
+            msg = f"rule {rule.id}: release trigger names unknown {what} {ref!r}"
+            problems.add(_trigger_naming(keys, ref) or rnode, _step_words(msg) if rule.kind.is_step else msg)
     kueue = None
     if "kueue" in top:
         from harness import kueue_config
@@ -367,7 +484,7 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     if err is not None:
         raise err
     return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
-                tuple(rules), source, lines, kueue)
+                tuple(rules), source, lines, kueue, tuple(step_ids))
 
 
 def load_plan(path: str | Path, namespace: str | None = None, near: Path | None = None) -> Plan:

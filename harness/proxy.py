@@ -260,8 +260,16 @@ class Proxy:
     def signal_done(self, rule_id: str, ok: bool = True, **detail: Any) -> dict[str, Any]:
         """Tell the proxy that the harness finished process fault `rule_id` (harness/nemesis.py does):
         it logs `signal_done` (with `detail`: kill, seconds, error) and the rule counts as `released` for
-        triggers. Returns that event. Raises ProxyError if the rule is unknown or has not fired."""
+        triggers. Steps add `objects` or `matched`. Returns that event. Raises ProxyError if the rule is
+        unknown or has not fired."""
         return self._call("POST", f"/signals/{quote(rule_id, safe='')}/done", {"ok": ok, **detail})
+
+    def add_fact(self, key: str, detail: dict[str, Any]) -> dict[str, Any]:
+        """Tell the proxy that the harness saw fact `key` (harness.faults.Trigger.fact_key: a Kueue log line,
+        an object's state) that a loaded rule's trigger or wait step names (harness/nemesis.py does): it logs
+        `fact` and re-evaluates triggers. Returns that event. Raises ProxyError when no loaded rule waits for
+        it (404)."""
+        return self._call("POST", "/facts", {"fact": key, "detail": detail})
 
     def begin_case(self) -> None:
         """From now on, waits see only events that happen from here on: a case must never be satisfied by

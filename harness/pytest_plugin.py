@@ -454,12 +454,13 @@ class CaseContext:
         return handles
 
     def wait_plan(self, rule_ids: list[str], timeout: float) -> None:
-        """Wait (at most `timeout` seconds per rule) until each hold rule let its flow go, however it ended;
-        whether it ended by its triggers is the `forced` assumption checker's to say."""
+        """Wait (at most `timeout` seconds per rule) until each hold rule let its flow go, however it ended,
+        and each plan step (or process fault) finished, ok or not; whether they ended by their triggers and
+        succeeded is for the `forced` and `steps_done` assumption checkers to say."""
         for rid in rule_ids:
             try:
                 ev = self.proxy.wait_event(lambda e, rid=rid: e["event"] in ("released", "hold_timeout", "failed",
-                                                                             "hold_expired")
+                                                                             "hold_expired", "signal_done")
                                            and e.get("rule") == rid, timeout, f"plan rule {rid} to let its flow go")
                 self.record("plan_step", rule=rid, why=ev.get("why"), label=ev.get("label"))
             except WaitTimeout:

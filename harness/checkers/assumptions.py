@@ -17,7 +17,7 @@ CLIENT_SIDE_ERRORS = ("by client", "client disconnected", "Client disconnected",
 
 #: Run for every case, whatever it declares.
 DEFAULT_ASSUMPTIONS = ("no_hold_expired", "no_unexplained_proxy_failure", "kueue_not_restarted_unasked",
-                       "monitor_healthy", "teardown_clean")
+                       "monitor_healthy", "steps_done", "teardown_clean")
 
 
 def _ok(name: str, summary: str, evidence: str) -> Finding:
@@ -30,9 +30,9 @@ def _void(name: str, summary: str, evidence: str) -> Finding:
 
 @register
 class Forced:
-    """Each hold rule in `rules` let its flow go because its release triggers fired (not by its plan
-    timeout, a fail, max_hold, or the end of the case), and each process fault in `rules` (restart_kueue)
-    fired by its triggers and succeeded: the forced ordering happened."""
+    """Each hold rule in `rules` let its flow go — or failed it, with `then: fail` — because its release
+    triggers fired (not by its plan timeout, a command, max_hold, or the end of the case), and each process
+    fault in `rules` (restart_kueue) fired by its triggers and succeeded: the forced ordering happened."""
 
     name: ClassVar[str] = "forced"
     kind: ClassVar[str] = "assumption"
@@ -55,7 +55,8 @@ class Forced:
                 if not ends[0].get("ok") or not str(fired.get("why", "")).startswith("triggers"):
                     bad.append(f"{rid} fired by {fired.get('why', '-')} and ended ok={ends[0].get('ok')}, not by its "
                                "triggers with success")
-            elif ends[0].get("event") != "released" or not str(ends[0].get("why", "")).startswith("triggers"):
+            elif ends[0].get("event") not in ("released", "failed") or not str(ends[0].get("why", "")).startswith(
+                    "triggers"):
                 bad.append(f"{rid} ended by {ends[0].get('event')} ({ends[0].get('why', '-')}), not by its triggers")
         if bad:
             return [_void(self.name, "the forced ordering did not happen", "; ".join(bad) + ".")]
@@ -103,6 +104,56 @@ class WriteLanded:
         return [_ok(self.name, f"{self.rule} overwrote {self.overwrote}",
                     f"{self.rule} was answered 200 (resourceVersion {rv}) and Kueue's watch delivered {what} at that "
                     f"resourceVersion without {self.overwrote}=True: {delivered[0].get('conditions')}.")]
+
+
+@register
+class StepsDone:
+    """Every plan step loaded during the case (harness/actions.py step kinds: create, patch, delete, wait)
+    ran and succeeded before the verdict: the proxy signalled it and the harness reported it done with
+    ok (its `signal_done`). A step that failed (kube-apiserver refused it, a wait timed out), never ran
+    (its `after` triggers never held) or was still running means the scenario the plan describes did not
+    happen. No steps: nothing to judge (no finding)."""
+
+    name: ClassVar[str] = "steps_done"
+    kind: ClassVar[str] = "assumption"
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        from harness import actions
+
+        seen = within_case(history)
+        step_kinds = set(actions.step_names())
+        steps = [e["rule"] for e in seen if e.get("source") == "proxy" and e.get("event") == "rule_added"
+                 and isinstance(e.get("rule"), Mapping) and e["rule"].get("action") in step_kinds]
+        if not steps:
+            return []
+        bad, good = [], []
+        for rule in steps:
+            rid = rule.get("id")
+            mine = [e for e in seen if e.get("source") == "proxy" and e.get("rule") == rid]
+            fired = next((e for e in mine if e.get("event") == "signalled"), None)
+            done = next((e for e in mine if e.get("event") == "signal_done"), None)
+            if fired is None:
+                after = ", ".join(_trigger_words(t) for t in (rule.get("release") or {}).get("after") or [])
+                bad.append(f"step {rid} never ran (its triggers never all held: {after or 'none'})")
+            elif done is None:
+                bad.append(f"step {rid} was still running when the case was judged")
+            elif not done.get("ok"):
+                bad.append(f"step {rid} ({rule.get('action')}) failed: {done.get('error', '?')}")
+            else:
+                good.append(f"{rid} ({rule.get('action')}, {done.get('seconds', '?')} s)")
+        if bad:
+            return [_void(self.name, f"{len(bad)} plan step(s) did not run to success",
+                          names.text("; ".join(bad)) + ".")]
+        return [_ok(self.name, "every plan step ran and succeeded", "Steps " + ", ".join(good) + " ran and succeeded.")]
+
+
+def _trigger_words(t: Any) -> str:
+    from harness.faults import Trigger
+
+    try:
+        return Trigger(**t).describe() if isinstance(t, Mapping) else str(t)
+    except TypeError:
+        return str(t)
 
 
 @register

@@ -4,7 +4,9 @@ holds, reads events and deliveries, and reports process faults done.
 
 Routes: GET /state, GET /events?since=N, GET /delivered?name=GLOB, POST /rules, POST /plan,
 GET /rules/ID/reached?state=S[&status=N], DELETE /rules/ID, POST /holds/ID/release, POST /holds/ID/fail
-(410 for a hold that has ended, saying how and when), POST /release-all, POST /signals/ID/done.
+(410 for a hold that has ended, saying how and when), POST /release-all, POST /signals/ID/done,
+POST /facts ({"fact": key, "detail": {…}}: the harness saw a log line or object state that a loaded rule's
+trigger or wait step names; 404 when none does).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from harness.faultproxy.state import Decision, ProxyState
 from harness.faults import Rule, RuleError, rule_set_errors
 
 MAX_CONTROL_BODY = 1 << 20
+#: What the harness may report about a finished signal (process fault, step): `signal_done`'s extra fields.
+SIGNAL_DETAIL = ("error", "kill", "seconds", "objects", "matched")
 CONTROL_READ_TIMEOUT = 10.0  # seconds a control client may take to send its request
 
 
@@ -136,8 +140,16 @@ class Control:
             for hid in ids:
                 self._decide(hid, Decision("release", why=body.get("why", "release-all")))
             return 200, {"released": ids}
+        if method == "POST" and parts == ["facts"]:
+            key, detail = body.get("fact"), body.get("detail") or {}
+            if not isinstance(key, str) or not isinstance(detail, dict):
+                return 400, {"error": "facts: expected {\"fact\": key, \"detail\": {…}}"}
+            try:
+                return 200, state.add_fact(key, detail)
+            except KeyError:
+                return 404, {"error": f"no loaded rule waits for fact {key}"}
         if method == "POST" and len(parts) == 3 and parts[0] == "signals" and parts[2] == "done":
-            detail = {k: v for k, v in body.items() if k in ("error", "kill", "seconds")}
+            detail = {k: v for k, v in body.items() if k in SIGNAL_DETAIL}
             try:
                 ev = state.signal_done(parts[1], bool(body.get("ok", True)), detail)
             except KeyError:

@@ -72,7 +72,7 @@ class FlowAct:
             if rel is not None and rel.timeout and rel.timeout <= rule.max_hold:
                 # The plan's own timeout: an expected outcome, done as the plan says.
                 hold.decision = Decision(rel.on_timeout, why=f"release.timeout {rel.timeout}s", status=rel.status,
-                                         reason=rel.reason, message=rel.message)
+                                         reason=rel.reason, message=rel.fail_message(timed_out=True))
                 state.log.write("hold_timeout", flow=self.seq, hold=hold.id, rule=rule.id, label=self.label,
                                 then=rel.on_timeout)
                 how = "timeout"
@@ -88,7 +88,7 @@ class FlowAct:
             status = int(d.status)
             fail_flow(flow, status, d.reason, d.message)
             state.log.write("failed", flow=self.seq, hold=hold.id, rule=rule.id, stage=stage, status=status,
-                            label=self.label)
+                            label=self.label, why=d.why)
         else:
             state.log.write("released", flow=self.seq, hold=hold.id, rule=rule.id, stage=stage, label=self.label,
                             why=d.why)

@@ -186,6 +186,7 @@ class ProxyState:
         self.ended: collections.OrderedDict[str, EndedHold] = collections.OrderedDict()  # last ENDED_HOLDS_KEPT
         self.unmatched: dict[str, dict[str, Any]] = {}  # rule id -> its first likely mistake (while it has no hits)
         self.near: dict[str, dict[str, Any]] = {}  # rule id -> its first other near miss (while it has no hits)
+        self.facts: dict[str, dict[str, Any]] = {}  # fact key -> what the harness saw (log/object triggers)
         self._seq = itertools.count(1)
         self._hold_seq = itertools.count(1)
 
@@ -311,6 +312,9 @@ class ProxyState:
         sig = self.signals.pop(rule_id, None)
         if sig is not None and sig.timer is not None:
             sig.timer.cancel()
+        referenced = self.fact_keys()
+        for key in [k for k in self.facts if k not in referenced]:
+            del self.facts[key]  # no loaded rule waits for it: a later plan must see it happen again
         self.log.write("rule_removed", rule=rule_id)
 
     # ---- process faults (signals) ----------------------------------------------------------------
@@ -344,15 +348,16 @@ class ProxyState:
         return True
 
     def signal_done(self, rule_id: str, ok: bool, detail: dict[str, Any]) -> dict[str, Any]:
-        """The harness finished a fired process fault: log `signal_done` (`since_signalled` in seconds, and
-        the harness's `detail`: kill, seconds, error) and mark its record `released`. Raises KeyError for
-        an unknown rule, RuleError if it has not fired."""
+        """The harness finished a fired process fault or step: log `signal_done` (`since_signalled` in
+        seconds, and the harness's `detail`: kill, seconds, objects, matched, error) and mark its record
+        `released` (and `ok`: `{step: ID}` triggers need ok). Raises KeyError for an unknown rule, RuleError
+        if it has not fired."""
         sig = self.signals[rule_id]
         if sig.fired is None:
             raise RuleError(f"rule {rule_id} has not been signalled")
         sig.done = True
         for rec in self.rule_flows.get(rule_id, []):
-            rec.released = True
+            rec.released, rec.ok = True, ok
         ev = self.log.write("signal_done", rule=rule_id, action=sig.rule.action, ok=ok,
                             since_signalled=round(time.time() - sig.fired, 3), **detail)
         self.check_triggers()
@@ -362,6 +367,40 @@ class ProxyState:
         """The process faults as `GET /state` shows them: rule, action, fired (epoch s or None), done."""
         return [{"rule": s.rule.id, "action": s.rule.action, "fired": s.fired, "done": s.done}
                 for s in self.signals.values()]
+
+    # ---- facts (log and object triggers, wait steps: observed by the harness) -----------------------
+    def fact_keys(self) -> dict[str, list[str]]:
+        """Every fact a loaded rule waits for (its `log`/`object` triggers, a wait step's condition): fact key
+        -> the ids of those rules."""
+        out: dict[str, list[str]] = {}
+        for st in self.rules.rules.values():
+            r = st.rule
+            triggers = [t for t in (r.release.after if r.release else ()) if t.is_fact]
+            if r.kind.is_step and r.action == "wait" and isinstance(r.param("wait"), dict):
+                try:
+                    triggers.append(Trigger(**r.param("wait")))
+                except TypeError:
+                    pass
+            for t in triggers:
+                out.setdefault(t.fact_key(), []).append(r.id)
+        return out
+
+    def add_fact(self, key: str, detail: dict[str, Any]) -> dict[str, Any]:
+        """The harness saw fact `key` happen (`detail`: what it saw): log `fact` (fact, what, rules, detail)
+        once and re-evaluate triggers. Raises KeyError when no loaded rule waits for it."""
+        waiting = self.fact_keys()
+        if key not in waiting:
+            raise KeyError(key)
+        if key in self.facts:
+            return {"event": "fact", "fact": key, "known": True}
+        self.facts[key] = detail
+        try:
+            what = Trigger(**json.loads(key)).describe()
+        except (TypeError, ValueError):
+            what = key
+        ev = self.log.write("fact", fact=key, what=what, rules=waiting[key], detail=detail)
+        self.check_triggers()
+        return ev
 
     # ---- triggers --------------------------------------------------------------------------------
     def waiting(self) -> bool:
@@ -376,21 +415,22 @@ class ProxyState:
             if rule is None or rule.release is None or not rule.release.after or hold.event.is_set():
                 continue
             if self._satisfied(rule):
-                hold.decide(Decision("release", why=self.why(rule)))
+                rel = rule.release
+                hold.decide(Decision(rel.then, why=self.why(rule), status=rel.status, reason=rel.reason,
+                                     message=rel.fail_message(timed_out=False)))
         for sig in list(self.signals.values()):
             rel = sig.rule.release
             if sig.fired is None and rel is not None and rel.after and self._satisfied(sig.rule):
                 self.fire(sig.rule.id, self.why(sig.rule))
 
     def _satisfied(self, rule: Rule) -> bool:
-        return all(trigger_satisfied(t, self.rule_flows, self.delivered_rv) for t in rule.release.after)
+        return all(trigger_satisfied(t, self.rule_flows, self.delivered_rv, self.facts) for t in rule.release.after)
 
     @staticmethod
     def why(rule: Rule) -> str:
-        """"triggers: eviction-job1 held, Kueue's watch delivered admission-job1's object" (cases check it)."""
-        return "triggers: " + ", ".join(
-            f"{t.rule} {t.state}" if t.rule else f"Kueue's watch delivered {t.delivered}'s object"
-            for t in rule.release.after)
+        """"triggers: eviction-job1 held, Kueue's watch delivered admission-job1's object, step w1 done,
+        Kueue logged /Preempted/" (Trigger.describe; the `forced` checker reads the "triggers:" prefix)."""
+        return "triggers: " + ", ".join(t.describe() for t in rule.release.after)
 
     # ---- watch deliveries ------------------------------------------------------------------------
     def delivered_event(self, rec: dict[str, Any]) -> None:
@@ -429,6 +469,7 @@ class ProxyState:
             "holds": [h.view() for h in self.holds.values()],
             "expired": self.expired_views(),
             "signals": self.signal_views(),
+            "facts": sorted(self.facts),
             "events": len(self.log.events),
         }
 

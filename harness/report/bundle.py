@@ -227,6 +227,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("proxy", "watch_events_undelivered"): ("flow", "lines"),
     ("proxy", "signalled"): ("rule", "action", "why"),
     ("proxy", "signal_done"): ("rule", "action", "ok", "since_signalled"),
+    ("proxy", "fact"): ("fact", "what", "rules", "detail"),
     ("kueue", "log"): ("msg", "fields"),
     ("kueue", "log_repeated"): ("msg", "fields", "count", "first", "last", "offsets_us"),
 }

@@ -107,6 +107,17 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
             if e.get("event") == "response":
                 d["response"] = e
     waited_rv = {str(e.get("resource_version")) for e in history if e.get("event") == "watch_delivered"}
+    # Plan steps (harness/actions.py step kinds) by id, and why each was signalled, for their lines.
+    step_kinds = set(actions.step_names())
+    step_rules = {str(e["rule"].get("id")): e["rule"] for e in history
+                  if e.get("event") == "rule_added" and isinstance(e.get("rule"), Mapping)
+                  and e["rule"].get("action") in step_kinds}
+    step_fired = {str(e.get("rule")): e for e in history
+                  if e.get("event") == "signalled" and str(e.get("rule")) in step_rules}
+    step_done = {str(e.get("rule")): e for e in history
+                 if e.get("event") == "signal_done" and str(e.get("rule")) in step_rules}
+    # A fact only wait steps wait for is said by the wait's own line.
+    wait_ids = {i for i, r in step_rules.items() if r.get("action") == "wait"}
     lines: list[_Line] = []
     plans_shown: set[str] = set()
     last_seen: dict[str, tuple] = {}
@@ -201,10 +212,25 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
                                    keep=bool(gone) or waited or "Evicted" in now_true))
             elif ev == "watch_event_dropped":
                 lines.append(_Line(ts, f"API--xProxy: {t(e)} watch {names.wl(e.get('name'))} rv {e.get('resource_version')} dropped (rule {_clean(str(e.get('rule')))})", "msg"))
+            elif ev == "signalled" and str(e.get("rule")) in set(step_rules) - wait_ids:
+                # Drawn when it started: its calls follow at once, before what Kueue made of them.
+                lines.append(_step_line(step_done.get(str(e.get("rule")), {}), step_rules[str(e.get("rule"))], e,
+                                        names, t))
+            elif ev == "signal_done" and str(e.get("rule")) in wait_ids:
+                lines.append(_step_line(e, step_rules[str(e.get("rule"))], step_fired.get(str(e.get("rule")), {}),
+                                        names, t))
+            elif ev == "fact" and not set(e.get("rules") or ()) <= wait_ids:
+                where = "Kueue" if str(e.get("what", "")).startswith("Kueue logged") else "API"
+                lines.append(_Line(ts, f"Note over {where}: {t(e)} seen: {_wrap(names.text(str(e.get('what', ''))), 44)}",
+                                   breaks=False))
             elif ev == "flow_error":
                 lines.append(_Line(ts, f"Note over Proxy: {t(e)} flow {flow} error: {_wrap(str(e.get('error', '')), 40)}", breaks=False))
         elif src == "harness":
-            if ev == "queues_created":
+            if ev == "queues_created" and e.get("cluster_queues"):  # scenarios.cohort_queues
+                cqs = ", ".join(_clean(names.text(str(c))) for c in e.get("cluster_queues") or [])
+                lines.append(_Line(ts, f"Test->>API: {t(e)} create ResourceFlavor, ClusterQueues {cqs} (cohort), "
+                                       "a LocalQueue each, priority classes", "msg"))
+            elif ev == "queues_created":
                 lines.append(_Line(ts, f"Test->>API: {t(e)} create ResourceFlavor, ClusterQueue {_clean(names.text(str(e.get('cluster_queue', ''))))} "
                                        f"(nominal cpu {e.get('nominal_cpu', '?')}), LocalQueue, priority classes", "msg"))
             elif ev == "job_created":
@@ -243,6 +269,32 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
     body = ["sequenceDiagram"] + [f"    participant {pid}" + (f" as {alias}" if alias != pid else "") for pid, alias in _PARTICIPANTS]
     body += ["    " + ln.text for ln in lines]
     return body
+
+
+def _step_line(done: Mapping[str, Any], rule: Mapping[str, Any], fired: Mapping[str, Any], names: Names,
+               t: Any) -> _Line:
+    """A plan step as the Test participant did it: "step w1: create Workload w1 (after barrier held) → done
+    in 0.012s", drawn when it was signalled (its calls follow at once, before what Kueue made of them), or
+    FAILED with the error; a wait is a note over Test when it ended."""
+    what = names.text(actions.describe(rule))
+    why = str(fired.get("why", ""))
+    after = _why(why).replace("plan: after ", "after ") if why.startswith("triggers:") else ""
+    wait = rule.get("action") == "wait"
+    at = done if wait or not fired else fired
+    head = f"{t(at)} step {_clean(str(rule.get('id')))}: {_clean(what)}" + (
+        f" ({_clean(names.text(after))})" if after else "")
+    if not done:
+        tail = "did not finish before the verdict"
+    elif done.get("ok"):
+        tail = f"done in {done.get('seconds', '?')}s"
+    else:
+        tail = "FAILED: " + _clean(names.text(str(done.get("error", "?"))))[:120]
+    if wait:
+        return _Line(at["ts"], f"Note over Test: {_wrap(head + ': ' + tail, 60)}", breaks=True)
+    arrow = "Test->>API" if done.get("ok") else "Test-xAPI"
+    if not done:
+        arrow = "Test->>API"
+    return _Line(at["ts"], f"{arrow}: {head} → {tail}", "msg")
 
 
 def _rule_text(rule: Mapping[str, Any], names: Names) -> str:

@@ -161,7 +161,7 @@ def test_rule_that_is_not_a_mapping(tmp_path: Path) -> None:
                    stat: answered   # <-
            - id: b
              action: observe
-         """, ["rules[0].release.after[1]: unknown key 'stat'", "allowed: delivered, rule, state, status"]),
+         """, ["rules[0].release.after[1]: unknown key 'stat'", "allowed: condition, deleted, delivered, equals, field, log, namespace, object, rule, state, status, step"]),
     ],
     ids=["top", "rule", "match", "release", "trigger"],
 )
@@ -353,7 +353,7 @@ def two_rules(trigger_a: str, second_trigger: str | None = None) -> str:
     [
         ("{rule: nope, state: answered}   # <-", ["rule a: release trigger names unknown rule 'nope'"]),
         ("{delivered: nope}   # <-", ["rule a: release trigger names unknown rule 'nope'"]),
-        ("{rule: b, delivered: b}   # <-", ["release.after", "give exactly one of `rule` (with `state`) or `delivered`"]),
+        ("{rule: b, delivered: b}   # <-", ["release.after", "give exactly one of `rule` (with `state`), `delivered`, `step`, `log` or `object` (got rule, delivered)"]),
         ("{state: held}   # <-", ["release.after", "give exactly one of `rule`"]),
         ("{rule: b, state: done}   # <-", ["release.after", "state 'done' is not one of held, released, answered"]),
         ("{rule: b, state: answered, status: ok}   # <-", ["release.after", "status must be an HTTP status code"]),
