@@ -174,17 +174,20 @@ AB_VARIANTS = {
     "full-readyz": {"full_readyz": True},
     "no-template": {"env": {"KUEUE_HARNESS_ETCD_TEMPLATE": "0"}},
     "pods": {"pods": "start"},
+    "kcm-without-node-lifecycle": {"kcm_controllers": tuple(c for c in local.KCM_CONTROLLERS
+                                                            if c != "node-lifecycle-controller")},
 }
 
 
 def apply_variant(v: dict) -> dict:
     """Apply `v` (AB_VARIANTS entry); returns what to restore."""
     saved = {"flags": local.APISERVER_EXTRA_FLAGS, "proxy_after_serving": local.PROXY_AFTER_SERVING,
-             "etcd_flags": local.ETCD_EXTRA_FLAGS,
+             "etcd_flags": local.ETCD_EXTRA_FLAGS, "kcm_controllers": local.KCM_CONTROLLERS,
              "readyz": local._TEMPLATE_READYZ_EXCLUDES, "env": {k: os.environ.get(k) for k in v.get("env", {})}}
     local.APISERVER_EXTRA_FLAGS = tuple(local.APISERVER_EXTRA_FLAGS) + tuple(v.get("flags", ()))
     local.ETCD_EXTRA_FLAGS = tuple(local.ETCD_EXTRA_FLAGS) + tuple(v.get("etcd_flags", ()))
     local.PROXY_AFTER_SERVING = v.get("proxy_after_serving", local.PROXY_AFTER_SERVING)
+    local.KCM_CONTROLLERS = v.get("kcm_controllers", local.KCM_CONTROLLERS)
     if v.get("full_readyz"):
         local._TEMPLATE_READYZ_EXCLUDES = ()
     os.environ.update(v.get("env", {}))
@@ -194,6 +197,7 @@ def apply_variant(v: dict) -> dict:
 def restore(saved: dict) -> None:
     local.APISERVER_EXTRA_FLAGS, local.PROXY_AFTER_SERVING = saved["flags"], saved["proxy_after_serving"]
     local.ETCD_EXTRA_FLAGS = saved["etcd_flags"]
+    local.KCM_CONTROLLERS = saved["kcm_controllers"]
     local._TEMPLATE_READYZ_EXCLUDES = saved["readyz"]
     for k, val in saved["env"].items():
         if val is None:

@@ -155,6 +155,12 @@ APISERVER_STORED_FLAGS = (f"--service-cluster-ip-range={SERVICE_CIDR}", "--autho
                           "--runtime-config=rbac.authorization.k8s.io/v1=false")
 #: Extra kube-apiserver flags (bench/ready.py measures candidates by setting this; see docs/benchmarks.md).
 APISERVER_EXTRA_FLAGS: tuple[str, ...] = ()
+#: kube-controller-manager's controllers. node-lifecycle-controller lifts the node.kubernetes.io/not-ready
+#: taint kube-apiserver's TaintNodesByCondition admission puts on every new Node, once the Node is Ready
+#: (kwok's Nodes: harness/env/pods.py); idle while there is no Node (bench/ready.py --ab kcm-without-node-lifecycle).
+KCM_CONTROLLERS: tuple[str, ...] = (
+    "namespace-controller", "garbage-collector-controller", "job-controller", "serviceaccount-controller",
+    "serviceaccount-token-controller", "ttl-after-finished-controller", "node-lifecycle-controller")
 #: Start the proxy once kube-apiserver serves (True) rather than together with it (False). Measured with
 #: `bench/ready.py --ab proxy-after-serving`: later, kube-apiserver starts faster but Kueue starts later and
 #: the first ClusterQueue takes 0.8 s instead of 0.35 s to turn Active; together is 0.36 s faster overall.
@@ -687,12 +693,7 @@ class LocalEnvironment:
                 "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={self.ports['kcm']}",
                 f"--service-account-private-key-file={s / 'sa.key'}", f"--root-ca-file={self.ca_file}",
                 "--use-service-account-credentials=false",
-                "--controllers=namespace-controller,garbage-collector-controller,job-controller,"
-                "serviceaccount-controller,serviceaccount-token-controller,ttl-after-finished-controller,"
-                # Lifts the node.kubernetes.io/not-ready taint kube-apiserver's TaintNodesByCondition admission
-                # puts on every new Node once the Node is Ready (kwok's Nodes: harness/env/pods.py); idle
-                # while there is no Node.
-                "node-lifecycle-controller",
+                f"--controllers={','.join(KCM_CONTROLLERS)}",
                 "--v=1",
             ],
             self.artifacts / "kube-controller-manager.log",
