@@ -2,7 +2,8 @@
 LocalQueue, Cohort, Workload or Pod of the case — is gone within a bound. Stuck Terminating is a violation:
 a finalizer nobody removes, e.g. a ClusterQueue whose kueue.x-k8s.io/resource-in-use finalizer stays after
 its Workloads are gone (kubernetes-sigs/kueue#10759). Judged on the invariant monitor's `object_deleting` /
-`object_deleted` facts; the plugin's own clean-up after the verdict is not judged.
+`object_deleted` facts, and its `object_still_deleting` reads (a stuck deletion is quiet: they are what
+shows the object was still there); the plugin's own clean-up after the verdict is not judged.
 """
 
 from __future__ import annotations

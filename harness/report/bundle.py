@@ -190,6 +190,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("monitor", "watch_error"): ("error",),
     ("monitor", "object_deleting"): ("kind", "key", "finalizers", "deletion_timestamp", "resource_version"),
     ("monitor", "object_deleted"): ("kind", "key", "finalizers", "resource_version"),
+    ("monitor", "object_still_deleting"): ("kind", "key", "finalizers", "seconds", "resource_version"),
     ("monitor", "workload_seen"): ("key", "queue", "active", "priority", "resource_version"),
     ("monitor", "workload_active_changed"): ("key", "active", "resource_version"),
     ("monitor", "workload_quota_reserved"): ("key", "cluster_queue", "active", "resource_version"),
