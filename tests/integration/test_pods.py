@@ -1,6 +1,6 @@
 """Pods that run, on the real components (Kueue v0.17.0 by default): a Job admitted by Kueue gets its Pods
 bound by kube-scheduler to a kwok Node, they turn Running and Ready, stay so until the case finishes them
-on demand, and then the Job completes and its Workload is Finished. A case without the `pods` marker, run
+on demand, and then the Job completes and its Workload is Finished; a Pod finished as Failed fails its Job. A case without the `pods` marker, run
 first in the same session, starts neither kube-scheduler nor kwok. The cases run in a child pytest, the
 way a user runs them, so their verdicts, summary.json and the logs can be read afterwards.
 """
@@ -59,6 +59,21 @@ CASES = textwrap.dedent('''
                  what="job1 Complete", describe=lambda: o.conditions_summary(case.cluster.job(case.ns, "job1")))
         scenarios.wait_workload(case, wl, lambda w: o.is_true(w, "Finished"), 30, "Finished")
         assert {p["status"]["phase"] for p in case.cluster.pods_of_job(case.ns, "job1")} == {"Succeeded"}
+
+    @pytest.mark.pods
+    def test_a_pod_finished_as_failed_fails_its_job(case):
+        # kube-scheduler and kwok are running already (the case before started them): only the Node is new.
+        q = scenarios.preemption_queues(case, cpu="2")
+        wl = scenarios.submit_job(case, q, "job2", q.low)  # one Pod, backoffLimit 0
+        wait_for(lambda: [p for p in case.cluster.pods_of_job(case.ns, "job2") if pods.pod_running_and_ready(p)],
+                 timeout=30, what="job2's Pod Running and Ready")
+        assert len(case.finish_pods("job2", "Failed")) == 1
+        wait_for(lambda: o.is_true(case.cluster.job(case.ns, "job2"), "Failed"), timeout=30, what="job2 Failed",
+                 describe=lambda: o.conditions_summary(case.cluster.job(case.ns, "job2")))
+        w = scenarios.wait_workload(case, wl, lambda w: o.is_true(w, "Finished"), 30, "Finished")
+        assert o.condition(w, "Finished")["reason"] == "Failed", o.conditions_summary(w)
+        term = case.cluster.pods_of_job(case.ns, "job2")[0]["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert term["exitCode"] == 1 and term["reason"] == "Error", term
 ''')
 
 
@@ -72,7 +87,7 @@ def test_pods_run_on_kwok_nodes_only_when_a_case_asks(tmp_path: Path, kueue_vers
     out = p.stdout
     summary = json.loads((art / "summary.json").read_text())
     verdicts = {c["case"].split("::")[-1]: c for c in summary["cases"]}
-    assert [v["verdict"] for v in verdicts.values()] == ["passed", "passed"], out
+    assert [v["verdict"] for v in verdicts.values()] == ["passed", "passed", "passed"], out
     assert p.returncode == 0, out
     # What ran is recorded like the other components.
     assert summary["pods"]["kube_scheduler"] == "v1.35.4" and summary["pods"]["kwok"] == "v0.8.0", summary["pods"]
