@@ -493,10 +493,11 @@ class Delete(_StepAction):
 class Wait(_StepAction):
     """Wait (at most `timeout` seconds) for a fact — `{log: REGEX}` or `{object: Kind/name, condition: T,
     status: S}` / `{…, deleted: true}` / `{…, field: JSONPATH, equals: V}` — to have happened since the plan
-    was loaded; a timeout fails the step."""
+    was loaded, or with `since: STEP` since plan step STEP began (its `signalled`: e.g. the reconcile that
+    follows a delete step, not an earlier one); a timeout fails the step."""
 
     name = "wait"
-    params = {"wait": None, "timeout": 60.0}
+    params = {"wait": None, "timeout": 60.0, "since": None}
     one_line = "plan step: wait for a Kueue log line or an object's condition, deletion or field value"
 
     def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
@@ -519,6 +520,13 @@ class Wait(_StepAction):
         t = rule.param("timeout")
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 or t != t or t == float("inf"):
             raise RuleError(f"rule {rule.id}: timeout must be seconds > 0, got {t!r}", key="timeout")
+        since = rule.param("since")
+        if since is not None and (not isinstance(since, str) or not since):
+            raise RuleError(f"rule {rule.id}: since must name a step of the plan (the wait counts from when that "
+                            f"step began), got {since!r}", key="since")
+        if since == rule.id:
+            raise RuleError(f"rule {rule.id}: since names the wait step itself; name the step before it whose "
+                            "start the wait counts from", key="since")
 
     def describe(self, rule: Mapping[str, Any]) -> str:
         from harness.faults import Trigger
@@ -529,10 +537,13 @@ class Wait(_StepAction):
         except TypeError:
             what = str(w)
         t = self.spec(rule, "timeout")
-        return f"wait until {what}" + (f" (at most {_num(t)}s)" if t is not None else "")
+        since = self.spec(rule, "since")
+        return (f"wait until {what}" + (f" since step {since} began" if since else "")
+                + (f" (at most {_num(t)}s)" if t is not None else ""))
 
     def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
-        return runner.step_wait(rule.get("wait") or {}, float(rule.get("timeout") or 60.0), str(rule.get("id")))
+        return runner.step_wait(rule.get("wait") or {}, float(rule.get("timeout") or 60.0), str(rule.get("id")),
+                                since=rule.get("since"))
 
 
 def step_names() -> tuple[str, ...]:

@@ -582,6 +582,14 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
             if ref not in known:
                 what = "step" if ref in steps else "rule"
                 errors.append(RuleError(f"rule {r.id}: release trigger names unknown {what} {ref!r}"))
+        since = r.param("since") if r.kind.is_step else None
+        if isinstance(since, str) and since and since != r.id:
+            target = next((x for x in rules if x.id == since), None)
+            if target is None and since not in known:
+                errors.append(RuleError(f"rule {r.id}: since names unknown step {since!r}", key="since"))
+            elif target is not None and not target.kind.is_step:
+                errors.append(RuleError(f"rule {r.id}: since names {since} (action {target.action}), which is not a "
+                                        "step; a wait counts from when a step began", key="since"))
     # Triggers that can never hold (the hold would only end by its timeout), for rules in this set.
     by_id = {r.id: r for r in rules}
     for r in rules:

@@ -98,6 +98,8 @@ class Nemesis:
         self._ticks = 0
         #: What was done: {"event": "kueue_restart"|"tick", …} (for tests and the session log).
         self.done: list[dict[str, Any]] = []
+        #: Rule id -> epoch seconds of its `signalled` (a wait step's `since: STEP` counts from then).
+        self.signalled_at: dict[str, float] = {}
         self._lock = threading.Lock()
 
     # ---- for a case / a session ------------------------------------------------------------------
@@ -217,13 +219,23 @@ class Nemesis:
         self._rest().delete(spec, self.namespace)
         return self._step_done("delete", t0, objects=[str(spec.get("object"))])
 
-    def step_wait(self, fact: dict[str, Any], timeout: float, rule_id: str = "wait") -> dict[str, Any]:
-        """Wait until fact `fact` (a `wait` step's {log} or {object, …}) happened since its plan loaded, at
-        most `timeout` seconds. Returns {"seconds", "matched": what was seen}. Raises TimeoutError (with
-        what was last observed) or InterruptedError (the case ended first)."""
+    def step_wait(self, fact: dict[str, Any], timeout: float, rule_id: str = "wait",
+                  since: str | None = None) -> dict[str, Any]:
+        """Wait until fact `fact` (a `wait` step's {log} or {object, …}) happened since its plan loaded — or,
+        with `since`, since plan step `since` was signalled —, at most `timeout` seconds. Returns {"seconds",
+        "matched": what was seen}. Raises TimeoutError (with what was last observed), InterruptedError (the
+        case ended first), or StepError when step `since` has not begun."""
         t0 = time.monotonic()
-        # Observed since the step's rule was added (rule_added); registering again keeps that start.
-        key = self.facts.register(fact, since=time.time(), owner=rule_id)
+        if since:
+            start = self.signalled_at.get(since)
+            if start is None:
+                raise steps.StepError(f"since: step {since} has not begun, so there is nothing to count from; name "
+                                      "a step that runs before this wait")
+            # A fact of this step alone, counted from that step's start (not told to the proxy: no rule waits).
+            key = self.facts.register(fact, since=start, owner=rule_id, private=True)
+        else:
+            # Observed since the step's rule was added (rule_added); registering again keeps that start.
+            key = self.facts.register(fact, since=time.time(), owner=rule_id)
         matched = self.facts.wait(key, timeout, self._cancel)
         return self._step_done("wait", t0, matched=matched)
 
@@ -276,6 +288,8 @@ class Nemesis:
             with self._lock:
                 heapq.heappush(self._due, float(ev["due"]))
         elif kind == "signalled":
+            if isinstance(ev.get("rule"), str):
+                self.signalled_at[ev["rule"]] = float(ev.get("ts") or time.time())
             w = threading.Thread(target=self._perform, args=(ev,), name=f"kueue-harness-signal-{ev.get('rule')}",
                                  daemon=True)
             with self._lock:
@@ -289,8 +303,8 @@ class Nemesis:
         rid = str(rule.get("id"))
         specs = [t for t in ((rule.get("release") or {}).get("after") or [])
                  if isinstance(t, dict) and (t.get("log") or t.get("object"))]
-        if rule.get("action") == "wait" and isinstance(rule.get("wait"), dict):
-            specs.append(rule["wait"])
+        if rule.get("action") == "wait" and isinstance(rule.get("wait"), dict) and not rule.get("since"):
+            specs.append(rule["wait"])  # with `since`, the step registers its own fact when it runs
         for spec in specs:
             try:
                 self.facts.register(spec, since=float(ev.get("ts") or time.time()), owner=rid)

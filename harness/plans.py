@@ -42,7 +42,7 @@ _RELEASE_KEYS = {f.name for f in dataclasses.fields(Release)}
 _TRIGGER_KEYS = {f.name for f in dataclasses.fields(Trigger)}
 #: The step kinds (harness/actions.py): a step has exactly one of these keys.
 _STEP_KINDS = actions.step_names()
-_STEP_KEYS = {"id", "after", "timeout", *_STEP_KINDS}
+_STEP_KEYS = {"id", "after", "timeout", "since", *_STEP_KINDS}
 
 
 #: Plans are a handful of rules; a larger file is a mistake (or an attack on the loader).
@@ -445,6 +445,11 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
                                              "waits); a step runs when its `after` triggers hold")
         elif "timeout" in sdata:
             rdata["timeout"] = sdata["timeout"]
+        if "since" in sdata and given != ["wait"]:
+            problems.add(keys["since"][0], f"step {sid}: since goes with wait only (the step whose start the wait "
+                                           "counts from)")
+        elif "since" in sdata:
+            rdata["since"] = sdata["since"]
         after = sdata.get("after") if "after" in sdata else ([{"step": previous}] if previous else [])
         rdata["release"] = {"after": after}
         rdata = steps.default_namespace(rdata, namespace or steps.DEFAULT_NAMESPACE)

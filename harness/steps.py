@@ -566,8 +566,8 @@ def _state_line(obj: Mapping[str, Any] | None) -> str:
 
 
 class _Fact:
-    def __init__(self, key: str, spec: dict[str, Any], since: float) -> None:
-        self.key, self.spec, self.since = key, spec, since
+    def __init__(self, key: str, spec: dict[str, Any], since: float, private: bool = False) -> None:
+        self.key, self.spec, self.since, self.private = key, spec, since, private
         self.owners: set[str] = set()
         self.detail: dict[str, Any] | None = None
         self.regex = re.compile(spec["log"]) if spec.get("log") else None
@@ -600,18 +600,23 @@ class FactObserver:
         self.lines_read = 0
 
     # ---- registration
-    def register(self, spec: Mapping[str, Any], since: float, owner: str) -> str:
+    def register(self, spec: Mapping[str, Any], since: float, owner: str, private: bool = False) -> str:
         """Observe fact `spec` (a trigger's mapping: {log} or {object, namespace, …}) for rule `owner`,
         counting from `since`. Returns its key (harness.faults.Trigger.fact_key). Registering a key again
-        keeps what was seen (it happened already)."""
+        keeps what was seen (it happened already). `private`: a fact of `owner` alone with its own `since`
+        (a wait step's `since: STEP`), keyed apart from the shared one and not reported to the proxy. Log
+        lines older than LOOKBACK seconds before the call are not searched."""
         from harness.faults import Trigger
 
         t = Trigger(**{k: v for k, v in spec.items() if k in Trigger.__dataclass_fields__})
         key = t.fact_key()
+        spec_of_key = {k: v for k, v in json.loads(key).items()}
+        if private:
+            key = f"{key} since {since:.6f} for {owner}"
         with self._cond:
             f = self._facts.get(key)
             if f is None:
-                f = self._facts[key] = _Fact(key, {k: v for k, v in json.loads(key).items()}, since)
+                f = self._facts[key] = _Fact(key, spec_of_key, since, private)
                 new = True
             else:
                 f.since = min(f.since, since)
@@ -739,6 +744,8 @@ class FactObserver:
                 return
             f.detail = {**detail, "seen_ts": time.time()}
             self._cond.notify_all()
+        if f.private:
+            return
         try:
             self.report(f.key, f.detail)
         except Exception as e:  # noqa: BLE001 - the rule may be gone; a wait step still sees it locally
