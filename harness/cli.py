@@ -460,7 +460,9 @@ def _cmd_plan_validate(args: argparse.Namespace) -> int:
             for line in e.errors:
                 print(line, file=sys.stderr)
             continue
-        print(f"{plan.source}: valid, plan {plan.name}: {', '.join(r.id for r in plan.rules)}")
+        rules = ", ".join(r.id for r in plan.rules if r.id not in plan.steps)
+        steps = f"steps {', '.join(plan.steps)}" if plan.steps else ""
+        print(f"{plan.source}: valid, plan {plan.name}: {'; '.join(x for x in (rules, steps) if x)}")
     if bad:
         print(f"kueue-harness: {bad} of {len(args.files)} plan{'s' if len(args.files) > 1 else ''} invalid "
               "(docs/fault-plans.md, Validation)", file=sys.stderr)

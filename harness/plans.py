@@ -358,7 +358,10 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         line = mark.line + 1 if mark else 1
         context = (f" ({e.context} that started on line {e.context_mark.line + 1})"
                    if e.context and e.context_mark and e.problem_mark else "")
-        raise PlanError(f"{source}:{line}: not valid YAML: {e.problem or e}{context}") from None
+        lines = text.splitlines()
+        hint = ("; a string with ${namespace} inside {…} or […] must be quoted ('${namespace}-cq')"
+                if 0 < line <= len(lines) and "${" in lines[line - 1] else "")
+        raise PlanError(f"{source}:{line}: not valid YAML: {e.problem or e}{context}{hint}") from None
     if root is None:
         raise PlanError(f"{source}:1: empty plan; expected apiVersion, kind, name and rules")
     problems = _Problems(source)

@@ -11,6 +11,7 @@ object's condition, deletion or field value.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import inspect
 import json
 import re
@@ -219,8 +220,21 @@ PATCH_TYPES = {"merge": "application/merge-patch+json", "json": "application/jso
 PROPAGATION = ("Background", "Foreground", "Orphan")
 
 
+#: An object name of a `patch` or `delete` step with one of these is an fnmatch glob that must match exactly
+#: one object of its kind and namespace when the step runs (`Workload/job-b-*`: the Workload Kueue created for
+#: Job b, whose name ends in a hash of the Job's UID: pkg/controller/jobframework, GetWorkloadNameForOwnerWithGVK).
+GLOB_CHARS = "*?["
+
+
+def is_glob(name: str) -> bool:
+    """Whether an object name is a glob (GLOB_CHARS)."""
+    return any(c in name for c in GLOB_CHARS)
+
+
 def _ref_part(spec: Mapping[str, Any]) -> dict[str, Any]:
-    parse_ref(spec.get("object"))
+    name = parse_ref(spec.get("object"))[2]
+    if is_glob(name) and name.count("[") != name.count("]"):
+        raise StepError(f"object {spec.get('object')!r}: glob {name!r} has an unbalanced '['")
     ns = spec.get("namespace")
     if ns is not None and not isinstance(ns, str):
         raise StepError("namespace must be a string")
@@ -334,6 +348,8 @@ def default_namespace(rule: dict[str, Any], namespace: str) -> dict[str, Any]:
     create = rule.get("create")
     for item in create if isinstance(create, list) else [create]:
         create_item(item)
+    if isinstance(rule.get("delete"), str):
+        rule["delete"] = {"object": rule["delete"]}
     for key in ("patch", "delete", "wait"):
         obj_ref(rule.get(key))
     rel = rule.get("release")
@@ -440,11 +456,25 @@ class KubeRest:
         reason = data.get("reason") if isinstance(data, dict) else None
         return StepError(f"{what}: kube-apiserver answered {status}{' ' + reason if reason else ''}: {msg or data}")
 
-    def target(self, spec: Mapping[str, Any], default_ns: str) -> tuple[str, str, bool, str | None, str]:
-        """(apiVersion, plural, namespaced, namespace, name) of a spec's `object` (and `namespace`)."""
+    def target(self, spec: Mapping[str, Any], default_ns: str, glob: bool = False) -> tuple[str, str, bool, str | None, str]:
+        """(apiVersion, plural, namespaced, namespace, name) of a spec's `object` (and `namespace`). With `glob`,
+        a name with GLOB_CHARS is looked up: the one object of that kind and namespace whose name it matches
+        (raises StepError naming what matched when none or several do)."""
         kind, group, name = parse_ref(spec.get("object"))
         api_version, plural, namespaced = self.resolve(kind, group)
-        return api_version, plural, namespaced, (spec.get("namespace") or default_ns) if namespaced else None, name
+        ns = (spec.get("namespace") or default_ns) if namespaced else None
+        if glob and is_glob(name):
+            status, data = self.request("GET", self.path(api_version, plural, namespaced, ns))
+            if status != 200:
+                raise self._refused(status, data, f"list {kind} to find {name}")
+            names = sorted(str((o.get("metadata") or {}).get("name")) for o in data.get("items") or [])
+            hits = [n for n in names if fnmatch.fnmatchcase(n, name)]
+            if len(hits) != 1:
+                where = f" in namespace {ns}" if ns else ""
+                raise StepError(f"{spec.get('object')}: the glob must match exactly one {kind}{where}; it matches "
+                                f"{len(hits)} ({', '.join(hits[:5]) or 'none'}; there are {len(names)})")
+            name = hits[0]
+        return api_version, plural, namespaced, ns, name
 
     def create(self, obj: dict[str, Any], default_ns: str) -> dict[str, Any]:
         """Create `obj` (a namespaced kind without a namespace goes to `default_ns`). Returns the created
@@ -463,8 +493,9 @@ class KubeRest:
         return data
 
     def patch(self, spec: Mapping[str, Any], default_ns: str) -> dict[str, Any]:
-        """Do a `patch` step's patch (patch_spec's form). Returns the patched object. Raises StepError."""
-        api_version, plural, namespaced, ns, name = self.target(spec, default_ns)
+        """Do a `patch` step's patch (patch_spec's form; its object's name may be a glob, GLOB_CHARS). Returns
+        the patched object. Raises StepError."""
+        api_version, plural, namespaced, ns, name = self.target(spec, default_ns, glob=True)
         t = next(t for t in PATCH_TYPES if spec.get(t) is not None)
         query: dict[str, Any] = {}
         body = spec[t]
@@ -482,8 +513,9 @@ class KubeRest:
         return data
 
     def delete(self, spec: Mapping[str, Any], default_ns: str) -> dict[str, Any]:
-        """Do a `delete` step. Returns kube-apiserver's answer (the object, or a Status). Raises StepError."""
-        api_version, plural, namespaced, ns, name = self.target(spec, default_ns)
+        """Do a `delete` step (its object's name may be a glob, GLOB_CHARS). Returns kube-apiserver's answer
+        (the object, or a Status). Raises StepError."""
+        api_version, plural, namespaced, ns, name = self.target(spec, default_ns, glob=True)
         body = {"kind": "DeleteOptions", "apiVersion": "v1",
                 **({"propagationPolicy": spec["propagation"]} if spec.get("propagation") else {})}
         status, data = self.request("DELETE", self.path(api_version, plural, namespaced, ns, name), body=body)
@@ -722,8 +754,8 @@ class FactObserver:
                     if etype == "BOOKMARK":
                         continue
                     existed = self._judge(f, None if etype == "DELETED" else o, existed, etype)
-            except StepError as e:
-                f.last = str(e)
+            except Exception as e:  # noqa: BLE001 - a watch that broke (StepError, urllib3): read and watch again
+                f.last = f"{type(e).__name__}: {e}"
                 self._stop.wait(0.2)
 
     def _judge(self, f: _Fact, obj: Mapping[str, Any] | None, existed: bool, how: str) -> bool:
