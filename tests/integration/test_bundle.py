@@ -48,6 +48,9 @@ def _secrets(env) -> dict[str, bytes]:
     }
     if getattr(env, "kcm_token", None):
         out["kube-controller-manager token"] = env.kcm_token.encode()
+    for attr, what in (("scheduler_token", "kube-scheduler token"), ("kwok_token", "kwok token")):
+        if getattr(env, attr, None):
+            out[what] = getattr(env, attr).encode()
     keys = [p for p in Path(env.state).rglob("*") if p.is_file() and "etcd-data" not in p.parts]
     keys.append(Path("/etc/kueue/metrics/certs/tls.key"))
     for p in keys:
