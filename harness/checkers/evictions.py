@@ -2,7 +2,9 @@
 — more is thrashing, e.g. two ClusterQueues preempting each other's Workloads under fair sharing
 (kubernetes-sigs/kueue#13662). Counted from the invariant monitor's `workload_evicted` facts (each one an
 Evicted condition turning True: admission resets it, pkg/workload/workload.go:849-875), and, for Workloads
-the monitor did not see, from Kueue's watch deliveries through the proxy.
+the monitor did not see, from Kueue's watch deliveries through the proxy. With `until_quota` (a Job of the
+case: the preemptor the victims make room for) only evictions before its Workload first holds quota count:
+the contest for that quota is then over, and the checker decides (held) at that moment.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import ClassVar
 
 from harness.checkers.base import Finding, History, Objects, observed_until, register, within_case
 from harness.checkers.bounds import MAX_EVICTIONS
-from harness.names import Names
+from harness.names import Names, case_t0
 
 
 def eviction_times(history: History) -> dict[str, list[tuple[float, str]]]:
@@ -38,29 +40,55 @@ def eviction_times(history: History) -> dict[str, list[tuple[float, str]]]:
     return out
 
 
+def quota_since(history: History, job: str, names: Names) -> float | None:
+    """When the Workload of the case's Job `job` first held quota (the monitor's `workload_quota_reserved`,
+    else Kueue's watch delivering QuotaReserved=True), or None."""
+    wl = next((long for long, short in names.workloads.items() if short == job), None)
+    if wl is None:
+        return None
+    key = f"{names.ns}/{wl}"
+    return min((e["ts"] for e in history
+                if (e.get("source") == "monitor" and e.get("event") == "workload_quota_reserved" and e.get("key") == key)
+                or (e.get("source") == "proxy" and e.get("event") == "watch_event" and e.get("name") == wl
+                    and e.get("namespace") == names.ns and (e.get("conditions") or {}).get("QuotaReserved") == "True")),
+               default=None)
+
+
 @register
 class BoundedEvictions:
     """Each Workload (or only the named `workloads`: "name" in the case's namespace or "ns/name") is
-    evicted at most `max` times in the case. Violated as soon as one is evicted more often; held otherwise;
-    not applicable when nothing was evicted and nothing is named."""
+    evicted at most `max` times in the case — with `until_quota` (a Job's name), before that Job's Workload
+    first holds quota. Violated as soon as one is evicted more often; held otherwise; not applicable when
+    nothing was evicted and nothing is named. Decided early on a violation, or (held) once the
+    `until_quota` Workload holds quota."""
 
     name: ClassVar[str] = "bounded_evictions"
     kind: ClassVar[str] = "invariant"
     needs_monitor: ClassVar[bool] = True
 
-    def __init__(self, max: int = MAX_EVICTIONS, workloads: tuple[str, ...] | list[str] = ()) -> None:  # noqa: A002
+    def __init__(self, max: int = MAX_EVICTIONS, workloads: tuple[str, ...] | list[str] = (),  # noqa: A002
+                 until_quota: str | None = None) -> None:
         if int(max) < 0:
             raise ValueError(f"bounded_evictions: max must be 0 or more, got {max}")
+        if until_quota is not None and (not isinstance(until_quota, str) or not until_quota):
+            raise ValueError(f"bounded_evictions: until_quota must be the name of one of the case's Jobs, got {until_quota!r}")
         self.max = int(max)
         self.workloads = tuple(workloads)
+        self.until_quota = until_quota
 
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
-        """Only a violation is decided early: more evictions may still come until the case ends."""
+        """A violation is decided at once; otherwise more evictions may still come until the case ends, or
+        until the `until_quota` Workload holds quota."""
+        if self.until_quota and quota_since(within_case(history), self.until_quota, names) is not None:
+            return True
         return any(f.result == "violated" for f in self.check(history, objects, names))
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
         times = eviction_times(history)
+        until = quota_since(history, self.until_quota, names) if self.until_quota else None
+        if until is not None:
+            times = {k: kept for k, v in times.items() if (kept := [(t, r) for t, r in v if t < until])}
         wanted = {w if "/" in w else f"{names.ns}/{w}" for w in self.workloads}
         if wanted:
             times = {k: v for k, v in times.items() if k in wanted}
@@ -80,7 +108,9 @@ class BoundedEvictions:
                                    f"{who} was evicted {len(evs)} times in {span:.2f}s ({why}), more than the bound of "
                                    f"{self.max}: it is thrashing."))
             else:
+                window = (f"before {self.until_quota} got quota (t={until - case_t0(history):.3f}s)"
+                          if until is not None else
+                          f"in the {t_end - history[0]['ts'] if history else 0:.2f}s observed")
                 out.append(Finding(self.name, "held", f"{who} evicted {len(evs)} time(s)",
-                                   f"{who} was evicted {len(evs)} time(s) ({why or 'never'}) in the "
-                                   f"{t_end - history[0]['ts'] if history else 0:.2f}s observed (bound {self.max})."))
+                                   f"{who} was evicted {len(evs)} time(s) ({why or 'never'}) {window} (bound {self.max})."))
         return out

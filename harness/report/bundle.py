@@ -170,6 +170,7 @@ def load_meta(folder: Path) -> dict[str, Any]:
 HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "case_started"): ("case", "namespace"),
     ("harness", "queues_created"): ("cluster_queue", "local_queue", "nominal_cpu"),
+    ("harness", "cohort_queues_created"): ("cluster_queues", "cohort", "local_queues", "quotas"),
     ("harness", "job_created"): ("job", "priority", "cpu"),
     ("harness", "plan_loaded"): ("plan", "rules"),
     ("harness", "plan_step"): ("rule", "why"),

@@ -226,7 +226,7 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
             elif ev == "flow_error":
                 lines.append(_Line(ts, f"Note over Proxy: {t(e)} flow {flow} error: {_wrap(str(e.get('error', '')), 40)}", breaks=False))
         elif src == "harness":
-            if ev == "queues_created" and e.get("cluster_queues"):  # scenarios.cohort_queues
+            if ev == "cohort_queues_created":
                 cqs = ", ".join(_clean(names.text(str(c))) for c in e.get("cluster_queues") or [])
                 lines.append(_Line(ts, f"Test->>API: {t(e)} create ResourceFlavor, ClusterQueues {cqs} (cohort), "
                                        "a LocalQueue each, priority classes", "msg"))

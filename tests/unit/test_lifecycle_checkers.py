@@ -15,7 +15,7 @@ from harness.checkers.inactive import InactiveNeverScheduled
 from harness.checkers.liveness import Liveness
 from harness.checkers.pods_quota import RunningPodsWithinQuota
 from harness.names import Names
-from tests.unit.test_report import NS, ev
+from tests.unit.test_report import NS, T0, ev
 
 KEY = f"{NS}/small"
 
@@ -129,6 +129,40 @@ def test_no_eviction_is_not_applicable_unless_a_workload_is_named():
     assert results(judge(BoundedEvictions(workloads=["small"]), start())) == ["held"]
     with pytest.raises(ValueError):
         BoundedEvictions(max=-1)
+
+
+def preemption_race(quota_at: float | None) -> list[dict]:
+    """kubernetes-sigs/kueue#13662's shape: job-a evicted at 1, 2, 3, 4 s; the preemptor gets quota at
+    `quota_at` (the monitor's fact, and Kueue's watch delivering it a little later)."""
+    wl_a, wl_p = "job-job-a-a1b2c", "job-preemptor-d3e4f"
+    h = start() + [ev(0.1, "harness", "job_created", job=f"{NS}/job-a"),
+                   ev(0.2, "harness", "job_created", job=f"{NS}/preemptor"),
+                   ev(0.3, "proxy", "watch_event", namespace=NS, name=wl_p, conditions={"QuotaReserved": "False"})]
+    h += evictions(4, f"{NS}/{wl_a}")
+    if quota_at is not None:
+        h += [ev(quota_at, "monitor", "workload_quota_reserved", key=f"{NS}/{wl_p}", cluster_queue="cq1", active=True),
+              ev(quota_at + 0.01, "proxy", "watch_event", namespace=NS, name=wl_p, conditions={"QuotaReserved": "True"})]
+    return sorted(h, key=lambda e: e["ts"])
+
+
+def test_until_quota_counts_only_evictions_before_the_preemptor_got_quota_and_decides_then():
+    h = preemption_race(quota_at=2.5)
+    names = Names(h)
+    (f,) = BoundedEvictions(until_quota="preemptor").check(h, {}, names)
+    assert f.result == "held" and "2 time(s)" in f.evidence and "before preemptor got quota" in f.evidence
+    assert BoundedEvictions(until_quota="preemptor").decided(h, {}, names)
+    assert results(judge(BoundedEvictions(), h)) == ["violated"]  # every eviction counts without it
+    early = [e for e in h if e["ts"] < T0 + 1.5]  # live: job-a evicted once, the preemptor waits
+    assert not BoundedEvictions(until_quota="preemptor").decided(early, {}, Names(early))
+
+
+def test_until_quota_never_reached_counts_every_eviction():
+    h = preemption_race(quota_at=None)
+    (f,) = BoundedEvictions(until_quota="preemptor").check(h, {}, Names(h))
+    assert f.result == "violated" and "4 times" in f.evidence
+    assert BoundedEvictions(until_quota="preemptor").decided(h, {}, Names(h))
+    with pytest.raises(ValueError, match="until_quota must be the name"):
+        BoundedEvictions(until_quota="")
 
 
 # ---- deletion completes -----------------------------------------------------------------------------
@@ -319,3 +353,18 @@ def test_a_workload_that_does_not_fit_or_a_full_cohort_is_not_judged():
     stopped["clusterqueues"][0]["spec"]["stopPolicy"] = "Hold"
     assert fitting_pending(stopped) == []
     assert results(judge(PendingFitsAdmitted(), start(30), fits_objects("3"))) == ["held"]
+
+
+def test_pending_fits_decides_once_no_fitting_workload_is_within_the_bound():
+    """case.observe() stops on `decided`: at once when nothing fits, when the bound passed (violated), but not
+    while a fitting Workload waits within the bound (kubernetes-sigs/kueue#10901: the victim fits again)."""
+    from harness.checkers.pending_fits import PendingFitsAdmitted
+
+    def decided(seen_at: float, objs: dict) -> bool:
+        h = sorted(start(30) + [ev(seen_at, "monitor", "workload_seen", key=KEY, queue="lq", active=True)],
+                   key=lambda e: e["ts"])
+        return PendingFitsAdmitted(bound=10).decided(h, objs, Names(h))
+
+    assert decided(1, fits_objects("3"))            # nothing fits: held
+    assert decided(1, fits_objects("2"))            # fits, 29 s quiet: violated
+    assert not decided(25, fits_objects("2"))       # fits, 5 s quiet: still inconclusive
