@@ -94,6 +94,8 @@ def test_pods_run_on_kwok_nodes_only_when_a_case_asks(tmp_path: Path, kueue_vers
     bundle = Path(verdicts["test_a_job_runs_on_a_kwok_node_and_finishes_on_demand"]["bundle"])
     meta = json.loads((bundle.with_suffix("").with_suffix("") / "bundle.json").read_text())
     assert meta["pods"]["kube_scheduler"] == "v1.35.4" and meta["pods"]["kwok"] == "v0.8.0"
+    # No file of the bundle held one of the run's secrets (kube-scheduler's and kwok's tokens among them).
+    assert meta["redaction"]["found"] == [], meta["redaction"]
     # Their logs are in the run's artifacts; kube-scheduler bound both Pods to the case's Node.
     sched_log = (art / "env" / "kube-scheduler.log").read_text()
     assert sched_log.count("Successfully bound pod to node") >= 2, sched_log[-2000:]
