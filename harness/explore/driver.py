@@ -9,9 +9,11 @@
    or a *violation* (an invariant failed). A passed run that reached a state no earlier run reached is
    extended (generate.py). A no-op run (the observe-only plan) goes into every `--noop-every` runs: any
    violation it shows is a false positive of the oracles.
-3. **Minimise** each distinct violation (checker + subject, e.g. `liveness:job2`) when first found
-   (minimize.py, `--min-runs` runs per plan), and save it as findings/<key>.yaml with the replay
-   commands and an evidence bundle of a reproducing run.
+3. **Confirm, strengthen, minimise** each distinct violation (checker + subject, e.g.
+   `liveness:job2:stuck`) when first found (minimize.py, `--min-runs` runs per plan): a plan that
+   reproduced only sometimes is tried with one more move (the violating run's extensions) until one
+   reproduces every time; then moves are dropped one at a time while it reproduces as often. Saved as
+   findings/<key>.yaml with the replay commands and an evidence bundle of a reproducing run.
 4. **Output**: explore.json (everything), summary.md (the table), a progress line per run.
 
 Budget: `--minutes` of wall time and `--max-runs` perturbations; the search stops at either, or when the
@@ -34,7 +36,7 @@ from typing import Any, Callable
 
 from harness.errors import HarnessError
 from harness.explore import generate
-from harness.explore.minimize import minimize
+from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_from_dict, move_to_dict, plan_document
 from harness.explore import PROGRESS_FILE, RESULT_FILE
 from harness.explore.trace import Trace
@@ -43,6 +45,10 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 CASES_DIR = ROOT / "cases"
 #: Seconds a batch may take per run before its pytest process is stopped (a run takes 3-20 s).
 BATCH_SECONDS_PER_RUN = 90.0
+#: Every OTHERS_EVERY-th perturbation comes from the later stages (Explorer.pop).
+OTHERS_EVERY = 4
+#: Plans with one more move tried for a violation that reproduced only sometimes (minimize.strengthen).
+STRENGTHEN = 6
 
 
 # ---- cases ---------------------------------------------------------------------------------------
@@ -136,7 +142,7 @@ class Explorer:
     its folder; `say`: where progress lines go."""
 
     def __init__(self, cases: list[str], spec: Any, out: Path, *, minutes: float = 30.0, max_runs: int = 400,
-                 batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 3,
+                 batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 5,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
                  stop_after: int | None = None, reference_only: bool = False,
                  say: Callable[[str], None] = print) -> None:
@@ -161,6 +167,7 @@ class Explorer:
         #: reached; `pruned` counts the candidates not run because of it.
         self.blocked: dict[tuple[str, str, str], float] = {}
         self.pruned = 0
+        self.pops = 0
         self.kueue_version = ""
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -178,6 +185,20 @@ class Explorer:
         c.seq = self.seq
         key = {"root": (c.stage, 1), "front": (c.stage, 0), "rest": (c.stage + 1, 0)}[place]
         heapq.heappush(self.queue, (*key, -novelty, self.seq, c))
+
+    def pop(self) -> Candidate:
+        """The next candidate: the queue's first, except that every OTHERS_EVERY-th pop takes the first of
+        stage 2 or later when there is one (the other families: failed writes, unobserved states,
+        restarts, holds of strict and Job writes), so every family is tried from the start."""
+        self.pops += 1
+        if self.pops % OTHERS_EVERY == 0:
+            later = [e for e in self.queue if e[0] >= 2]
+            if later:
+                best = min(later)
+                self.queue.remove(best)
+                heapq.heapify(self.queue)
+                return best[-1]
+        return heapq.heappop(self.queue)[-1]
 
     def counts(self) -> dict[str, int]:
         real = [r for r in self.runs if r.role == "perturbation"]
@@ -337,7 +358,7 @@ class Explorer:
                 items.append((f"{prefix}n{self.noops:03d}", None, self.cases[(self.noops - 1) % len(self.cases)]))
                 self.since_noop = 0
                 continue
-            *_, c = heapq.heappop(self.queue)
+            c = self.pop()
             bk = generate.blocked_key(c)
             if bk is not None and bk in self.blocked and c.meta["until"] >= self.blocked[bk]:
                 self.pruned += 1
@@ -402,6 +423,13 @@ class Explorer:
                      if x.get("result") == "violated" and not x.get("assumption")
                      and key.startswith(f"{x.get('check')}:")), "")
 
+    def _trace_of(self, evidence: str) -> Trace | None:
+        try:
+            res = json.loads((Path(evidence) / RESULT_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return Trace.from_events(res["events"], res["namespace"], res["jobs"])
+
     def minimize_finding(self, f: dict[str, Any], cand: Candidate) -> None:
         """Minimise the plan of finding `f` (minimize.py) and save it under findings/ (module docstring)."""
         key, case = f["key"], cand.case
@@ -431,8 +459,19 @@ class Explorer:
                 hits.append(h)
             return hits
 
-        self.say(f"[explore] minimising {key}: {len(cand.moves)} move(s), {n} run(s) per plan")
-        m = minimize(cand.moves, evaluate, n)
+        self.say(f"[explore] confirming {key}: {n} run(s) of {cand.words()}")
+        got = evaluate([cand.moves])
+        moves, hits = cand.moves, (got or [0])[0]
+        f["confirmed"] = f"{hits}/{n}" if got is not None else "not re-run (no time left)"
+        if got is not None and 0 < hits < n and len(cand.moves) < self.max_depth:
+            # Reproduced only sometimes: one more move, on the writes of the violating run's race first.
+            trace = self._trace_of(f["evidence"])
+            ext = generate.extensions(cand, trace, set(), self.max_depth)[:STRENGTHEN] if trace else []
+            self.say(f"[explore] {key} reproduced {hits}/{n}: trying {len(ext)} plan(s) with one more move")
+            moves, hits, steps = strengthen(cand.moves, hits, [e.moves for e in ext], evaluate, n)
+            f["strengthened"] = [{"plan": "; ".join(x.words() for x in p), "hits": h} for p, h in steps]
+        self.say(f"[explore] minimising {key}: {len(moves)} move(s), reproduced {hits}/{n}; {n} run(s) per plan")
+        m = minimize(moves, evaluate, n, hits=hits if got is not None else None)
         f["minimal"] = [move_to_dict(x) for x in m.moves]
         f["minimal_words"] = "; ".join(x.words() for x in m.moves)
         f["reproduced"] = f"{m.hits}/{m.runs}" if m.runs else "not re-run (no time left)"
@@ -447,7 +486,10 @@ class Explorer:
             f"{f['summary']}" if f.get("summary") else "",
             f"Case: {case}",
             f"First seen in run {f['first_run']} (perturbation {f['first_index']}, {f['first_minutes']:.1f} min): {f['plan']}",
-            f"Minimal plan reproduced it {f['reproduced']} times (rules dropped one at a time while it reproduced).",
+            f"That plan reproduced it {f['confirmed']} times"
+            + (f"; with one more move (the first that reproduced every time, else the most reliable of "
+               f"{len(f['strengthened'])} tried) {hits}/{n}" if f.get("strengthened") else "") + ".",
+            f"This plan (moves dropped one at a time while it reproduced as often) reproduced it {f['reproduced']} times.",
             f"Evidence bundle: {f['bundle']}",
             "Replay:",
             f"  .venv/bin/python -m pytest '{case}' --plan {path} {' '.join(self.spec.cli_args())}",
@@ -561,7 +603,8 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--batch", type=int, default=10, help="runs per pytest process, i.e. per environment (default 10)")
     ex.add_argument("--shard", help="I/N: run the I-th of N disjoint shards of the root perturbations")
     ex.add_argument("--max-depth", type=int, default=3, help="moves per plan at most (default 3)")
-    ex.add_argument("--min-runs", type=int, default=3, help="runs per plan while minimising (default 3)")
+    ex.add_argument("--min-runs", type=int, default=5, help="runs per plan when confirming, strengthening and "
+                                                            "minimising a violation (default 5)")
     ex.add_argument("--noop-every", type=int, default=20, help="a no-op run every N perturbations (default 20)")
     ex.add_argument("--reference", help="reuse the reference runs of an earlier exploration's folder")
     ex.add_argument("--stop-after", type=int, help="stop once this many distinct violations were found")

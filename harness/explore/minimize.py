@@ -2,7 +2,9 @@
 
 `minimize` is pure: it asks `evaluate` (the driver runs the plans on real Kueue, `runs` times each) how
 often each candidate plan reproduced the violation, and keeps a smaller plan when it reproduces at least
-as often as the plan it came from (never less reliable). It stops when no single move can be dropped
+as often as the plan it came from (never less reliable). `strengthen` goes the other way for a plan that
+reproduced only sometimes: it tries the plan with one more move (driver: the extensions of the violating
+run, generate.extensions) and keeps the first that reproduces every time. It stops when no single move can be dropped
 (1-minimal, as delta debugging's last step), after `max_rounds` rounds, or when `evaluate` returns None
 (out of time). Dropping a move that a trigger names turns that write into an observed one (an `observe`
 rule), so the remaining holds still wait for the same event.
@@ -39,14 +41,17 @@ class Minimized:
 
 
 def minimize(moves: Plan, evaluate: Callable[[list[Plan]], list[int] | None], runs: int,
-             max_rounds: int = 6) -> Minimized:
-    """Confirm `moves` (evaluate([moves])), then per round evaluate every one-move-smaller plan at once
-    and keep the first (in move order) that reproduced at least as often. `evaluate(plans)` returns the
-    hits out of `runs` for each plan, or None when there is no time left."""
-    got = evaluate([moves])
-    if got is None:
-        return Minimized(moves, 0, 0, [], complete=False)
-    best, hits = moves, got[0]
+             max_rounds: int = 6, hits: int | None = None) -> Minimized:
+    """Confirm `moves` (evaluate([moves]); skipped when its `hits` are known), then per round evaluate
+    every one-move-smaller plan at once and keep the first (in move order) that reproduced at least as
+    often. `evaluate(plans)` returns the hits out of `runs` for each plan, or None when there is no time
+    left."""
+    if hits is None:
+        got = evaluate([moves])
+        if got is None:
+            return Minimized(moves, 0, 0, [], complete=False)
+        hits = got[0]
+    best = moves
     out = Minimized(best, hits, runs, [(moves, hits)])
     if hits == 0:
         return out
@@ -65,3 +70,23 @@ def minimize(moves: Plan, evaluate: Callable[[list[Plan]], list[int] | None], ru
         best, hits = keep
     out.moves, out.hits = best, hits
     return out
+
+
+def strengthen(moves: Plan, hits: int, candidates: list[Plan], evaluate: Callable[[list[Plan]], list[int] | None],
+               runs: int, chunk: int = 2) -> tuple[Plan, int, list[tuple[Plan, int]]]:
+    """For `moves`, which reproduced `hits` of `runs` times: evaluate `candidates` (plans that extend it,
+    best first) `chunk` at a time until one reproduces `runs` of `runs`; return (the most reliable plan
+    seen, its hits, every evaluation). Stops early when `evaluate` returns None (no time left)."""
+    best, best_hits, steps = moves, hits, []
+    for i in range(0, len(candidates), chunk):
+        part = candidates[i:i + chunk]
+        res = evaluate(part)
+        if res is None:
+            break
+        steps += list(zip(part, res))
+        for p, h in zip(part, res):
+            if h > best_hits:
+                best, best_hits = p, h
+        if best_hits >= runs:
+            break
+    return best, best_hits, steps

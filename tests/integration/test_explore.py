@@ -1,8 +1,10 @@
 """A tiny exploration on real Kueue (the default build, v0.17.0): the reference run of
 test_stuck_preemption_control, one no-op run and three perturbations in one environment, each run
-classified (violation, passed or discarded: never a harness error); the first perturbation — job1's
-admission held until its eviction was answered — is kubernetes-sigs/kueue#11480 scenario 1 on an affected
-build (liveness of job2, conclusively stuck), and its saved plan replays with `pytest --plan FILE`.
+classified (violation, passed or discarded: never a harness error). The first and third perturbations
+hold job1's admission until its eviction was answered / seen by Kueue: on an affected build that leaves
+job2 stuck (kubernetes-sigs/kueue#11480 scenario 1; not every time: Kueue may see the eviction before the
+late admission overwrites it, and then the plan is strengthened with one more move). The saved plan
+replays with `pytest --plan FILE`.
 
 The driver runs its batches in child pytest processes, as `kueue-harness explore` does.
 """
@@ -22,7 +24,7 @@ CASE = "test_stuck_preemption_control"
 def test_a_tiny_exploration_classifies_its_runs_and_its_finding_replays(tmp_path: Path, kueue_spec) -> None:
     lines: list[str] = []
     case = resolve_case(CASE)
-    ex = Explorer([case], kueue_spec, tmp_path / "explore", minutes=5, max_runs=3, batch=4, min_runs=1,
+    ex = Explorer([case], kueue_spec, tmp_path / "explore", minutes=5, max_runs=3, batch=4, min_runs=2,
                   noop_every=10, say=lines.append)
     result = ex.run()
     log = "\n".join(lines)
@@ -41,11 +43,12 @@ def test_a_tiny_exploration_classifies_its_runs_and_its_finding_replays(tmp_path
     assert noop and all(r["outcome"] == "passed" for r in noop), log  # no false positive
     assert result["counts"]["tried"] == 3 and result["counts"]["false_positives"] == 0
 
-    first = runs["p0001"]
-    assert first["words"] == "hold the admission of job1 until the eviction of job1 was answered 200"
-    assert first["outcome"] == "violation" and first["keys"] == ["liveness:job2:stuck"], (first, log)
+    assert runs["p0001"]["words"] == "hold the admission of job1 until the eviction of job1 was answered 200"
+    assert runs["p0003"]["words"] == "hold the admission of job1 until Kueue saw the eviction of job1"
+    stuck = [r for r in tried if r["keys"] == ["liveness:job2:stuck"]]
+    assert {r["id"] for r in stuck} & {"p0001", "p0003"}, log
     (finding,) = [f for f in result["findings"] if f["key"] == "liveness:job2:stuck"]
-    assert finding["first_run"] == "p0001" and finding["reproduced"] == "1/1", finding
+    assert finding["reproduced"] in ("1/2", "2/2"), finding
     assert Path(finding["bundle"]).exists(), finding
     summary = (tmp_path / "explore" / "summary.md").read_text()
     assert "| 3 |" in summary and "liveness:job2:stuck" in summary
@@ -53,8 +56,8 @@ def test_a_tiny_exploration_classifies_its_runs_and_its_finding_replays(tmp_path
     # The saved minimal plan replays on the control case through pytest's --plan.
     art = tmp_path / "replay"
     p = subprocess.run([sys.executable, "-m", "pytest", case, "-q", "-p", "no:cacheprovider", "--no-verdict-table",
-                        f"--plan={finding['file']}", f"--artifacts-dir={art}", *kueue_spec.cli_args()],
+                        f"--plan={finding['file']}", "--repeat=2", f"--artifacts-dir={art}", *kueue_spec.cli_args()],
                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-    (entry,) = json.loads((art / "summary.json").read_text())["cases"]
-    assert entry["verdict"] == "reproduced", p.stdout[-3000:]
-    assert "job2 is stuck" in entry["detail"], entry
+    entries = json.loads((art / "summary.json").read_text())["cases"]
+    assert len(entries) == 2 and all(e["verdict"] in ("reproduced", "passed") for e in entries), p.stdout[-3000:]
+    assert any(e["verdict"] == "reproduced" and "job2 is stuck" in e["detail"] for e in entries), p.stdout[-3000:]

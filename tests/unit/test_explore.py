@@ -12,7 +12,7 @@ import pytest
 
 from harness.checkers import Selection, compose
 from harness.explore import driver, generate
-from harness.explore.minimize import drop_one, minimize
+from harness.explore.minimize import drop_one, minimize, strengthen
 from harness.explore.model import (
     After, Candidate, Move, Target, Unsatisfiable, move_from_dict, move_to_dict, plan_document, plan_key, render_rules,
     validate,
@@ -392,6 +392,17 @@ def test_plan_happened_when_holds_end_by_their_triggers() -> None:
     assert verdict == "error" and "held nothing" in why
 
 
+def test_plan_happened_when_a_then_fail_hold_is_failed_by_its_triggers() -> None:
+    hold = {**HOLD, "id": "evict-v2", "release": {**HOLD["release"], "then": "fail"}}
+    held = {"ts": 3, "source": "proxy", "event": "held", "rule": "evict-v2", "flow": 4}
+    failed = {"ts": 4, "source": "proxy", "event": "failed", "rule": "evict-v2", "hold": "h1", "status": 500,
+              "why": "triggers: evict-v1 answered"}
+    assert _judge([_rule_added(2, hold), held, failed])[0] == "passed"
+    released = {**failed, "event": "released"}  # a then: fail hold that was let through did not force the failure
+    verdict, why = _judge([_rule_added(2, hold), held, released])
+    assert verdict == "error" and "not by its triggers" in why
+
+
 def test_plan_happened_for_fails_watch_drops_and_restarts() -> None:
     fail = _rule_added(2, {"id": "eviction-job1", "action": "fail", "stage": "request"})
     assert _judge([fail])[0] == "error"
@@ -448,8 +459,11 @@ def test_search_order_noop_runs_extensions_and_minimising(tmp_path: Path) -> Non
     runs = {r.id: r for r in ex.runs}
     assert runs["p0001"].outcome == "violation" and runs["p0001"].keys == ["liveness:job2:stuck"]
     assert runs["p0002"].novelty > 0
-    # p0002 (passed, new states) is extended: its extensions come right after the next no-op run.
-    assert batches[2][0] == "n002" and runs[batches[2][1]].parent == "p0002"
+    # Every 4th perturbation comes from the other families (stage 2: a strict or Job write held here);
+    # p0002 (passed, new states) is extended: its extensions come before the remaining roots.
+    assert batches[2][:3] == ["n002", "p0004", "p0005"]
+    assert runs["p0004"].depth == 1 and ex.cands["p0004"].stage == 2
+    assert runs["p0005"].parent == "p0002" and runs["p0006"].parent == "p0002"
     assert ex.counts()["tried"] == 9 and ex.counts()["noop_runs"] == 3 and ex.counts()["false_positives"] == 0
     f = ex.findings["liveness:job2:stuck"]
     assert f["first_index"] == 1 and f["reproduced"] == "2/2" and Path(f["file"]).is_file()
@@ -508,3 +522,65 @@ def test_a_hold_that_blocked_its_trigger_is_not_tried_until_later_events(tmp_pat
     assert all(b.meta["until"] < a.meta["until"] for a, b in zip(ran_held, ran_held[1:]))
     assert len(ran_held) == 2 and ex.pruned == len(held) - 2 >= 5
     assert any(w.startswith("hold the answer to the eviction of job1") for w in ran)  # another kind: still run
+
+
+def test_strengthen_adds_the_move_that_makes_a_flaky_violation_reproduce_every_time() -> None:
+    a = Move("hold", ADM1, (After(EVI1, "answered", 200),))
+    b = Move("hold_response", EVI1, (After(ADM1, "delivered", None),))
+    c = Move("hold_response", EVI1, (After(ADM1, "answered", 200),))
+    seen: list[list] = []
+
+    def oracle(plans):
+        seen.append(plans)
+        return [5 if b in p else 3 for p in plans]
+
+    best, hits, steps = strengthen((a,), 2, [(a, c), (a, b), (a, Move("fail", ADM2, status=500))], oracle, 5)
+    assert best == (a, b) and hits == 5 and len(seen) == 1  # found in the first chunk of two: stops there
+    best, hits, _ = strengthen((a,), 2, [(a, c)], lambda plans: [1], 5)
+    assert best == (a,) and hits == 2  # nothing better: the plan stays as it was
+
+
+def test_a_flaky_violation_is_strengthened_then_minimised(tmp_path: Path) -> None:
+    """The late admission alone leaves job2 stuck only sometimes (Kueue may see the eviction before the
+    late admission overwrites it); with the eviction's answer held until Kueue saw the admission it is
+    stuck every time (kubernetes-sigs/kueue#11480 scenario 1, docs/kueue-notes.md §11)."""
+
+    class Spec:
+        wanted = "v0.17.0"
+
+        def cli_args(self):
+            return []
+
+    stuck = {"check": "liveness", "result": "violated", "summary": "job2 is stuck: got no quota (1.0s, conclusive)"}
+    late = Move("hold", ADM1, (After(EVI1, "answered", 200),))
+    seed = Move("hold_response", EVI1, (After(ADM1, "delivered", None),))
+    count = {"late": 0}
+
+    def fake_batch(items):
+        out = {}
+        for rid, cand, case in items:
+            res = {"events": late_admission_run(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
+                   "verdict": "passed", "seconds": 1.0, "evidence": str(tmp_path), "bundle": ""}
+            moves = cand.moves if cand is not None else ()
+            if late in moves and (seed in moves or (len(moves) == 1 and count["late"] % 2 == 0)):
+                res.update(verdict="reproduced", findings=[stuck])
+            if moves == (late,):
+                count["late"] += 1
+            out[rid] = res
+        (tmp_path / "explore.json").write_text(json.dumps(res))
+        return out
+
+    ex = driver.Explorer(["c"], Spec(), tmp_path, batch=2, noop_every=1000, max_runs=1, min_runs=4,
+                         say=lambda s: None)
+    ex.run_batch = fake_batch  # type: ignore[method-assign]
+    ex.noops = 1  # no no-op run in this test
+    trace = Trace.from_events(reference(), NS, ["job1", "job2"])
+    ex.push(Candidate((late,), "c", "stale", meta={"until": 1.0}))
+    ex.search({"c": trace})
+    f = ex.findings["liveness:job2:stuck"]
+    assert f["confirmed"] == "2/4"
+    assert f["strengthened"][-1]["hits"] == 4
+    assert [move_from_dict(m) for m in f["minimal"]] == [late, seed] and f["reproduced"] == "4/4"
+    text = Path(f["file"]).read_text()
+    assert "reproduced it 2/4 times; with one more move" in text
+    assert [r.id for r in parse_plan(text, "f").rules] == ["admission-job1", "eviction-job1"]
