@@ -106,6 +106,13 @@ class PendingFitsAdmitted:
     def __init__(self, bound: float = LIVENESS_BOUND) -> None:
         self.bound = float(bound)
 
+    def decided(self, history: History, objects: Objects, names: Names) -> bool:
+        """Whether `check` has its answer now: no fitting pending Workload is still within the bound (a case
+        observes until each one was admitted, or waited out the bound). "No Workload fits" decides at once,
+        so a case waits, before observing, until the state it judges exists (kubernetes-sigs/kueue#10901's
+        case: until Kueue saw the victim's quota released)."""
+        return all(f.result != "inconclusive" for f in self.check(history, objects, names))
+
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
         fits = fitting_pending(objects)
