@@ -517,6 +517,18 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     request.node._kh_case = ctx  # type: ignore[attr-defined]
     _expect_on(request.node, kueue_env)
     _configure_kueue(request.node, kueue_env, ctx)
+    nodes = _pods_nodes(request.node)
+    if nodes is not None:
+        # Pods that run: kube-scheduler and kwok start now, the first time a case asks; its Nodes before
+        # anything else of it exists, so a failure here leaves nothing behind.
+        try:
+            ctx.add_nodes(*nodes)
+        except BaseException:
+            try:
+                _delete_case_nodes(ctx, timeout=0)
+            except Exception:  # noqa: BLE001 - the failure to start is what the case must report
+                pass
+            raise
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
     ctx._tail = kueue_log.Tail(kueue_env.kueue_log, from_end=True)  # this case's lines only, read as they come
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns, kueue=ctx.kueue_state(),
@@ -530,9 +542,6 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
 
         ctx._monitor = InvariantMonitor(cluster.api, ctx.history.record, ctx.prefix, namespace=ctx.ns,
                                         lifecycle=True).__enter__()
-    nodes = _pods_nodes(request.node)
-    if nodes is not None:
-        ctx.add_nodes(*nodes)  # Pods that run: kube-scheduler and kwok start now, the first time a case asks
     yield ctx
     if ctx._monitor is not None:
         ctx._monitor.stop()
