@@ -235,7 +235,7 @@ def test_plan_steps_on_real_kueue(tmp_path: Path, kueue_version: str) -> None:
     barrier_cycle = [e for e in h if e.get("event") == "log" and e.get("msg") == "Attempting to schedule workload"
                      and (e["fields"].get("workload") or {}).get("name") == "barrier"]
     assert done["deactivate-w1"]["ts"] < done["w1-evicted"]["ts"] < done["cleanup"]["ts"]
-    fact = _first(h, source="proxy", event="fact")
+    fact = _first(h, source="proxy", event="fact", rules=["w2-queued"])
     print("\nbarrier: cycles", cycles, "barrier's cycle", [e["fields"]["schedulingCycle"] for e in barrier_cycle])
     print("step latency (trigger -> signalled -> done), s:",
           {"w1": (round(signalled["w1"]["ts"] - held["ts"], 4), done["w1"]["since_signalled"]),
