@@ -213,3 +213,16 @@ def test_pods_marker() -> None:
                      (_item(nodes=[o.node("a"), o.node("a")]), "named alike"), (_item(node=[]), "one keyword")):
         with pytest.raises(pytest.UsageError, match=msg):
             _pods_nodes(bad)
+
+
+def test_reported_version_and_info(tmp_path: Path) -> None:
+    sched, kwok = tmp_path / "ks", tmp_path / "kwok"
+    sched.write_text("#!/bin/sh\necho 'Kubernetes v1.35.4'\n")
+    kwok.write_text("#!/bin/sh\necho 'kwok version v0.8.0 go1.26.8 (linux/amd64)'\n")
+    for b in (sched, kwok):
+        b.chmod(0o755)
+    part = pods.PodsPart(sched, kwok, {"kube_scheduler": pods.reported_version(sched),
+                                       "kwok": pods.reported_version(kwok)})
+    assert part.info() == {"kube_scheduler": "v1.35.4", "kwok": "v0.8.0",
+                           "binaries": {"kube_scheduler": str(sched), "kwok": str(kwok)}}
+    assert pods.reported_version(tmp_path / "missing") == ""
