@@ -300,7 +300,7 @@ def delete_spec(spec: Any) -> dict[str, Any]:
 
 
 def ref_label(spec: Mapping[str, Any]) -> str:
-    """"Workload/w1" (with " in NS" when the spec names another namespace than its own default)."""
+    """"Workload/w1": the object a patch/delete spec names, for report.md (its namespace is the plan's)."""
     return str(spec.get("object", "?"))
 
 
