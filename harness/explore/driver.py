@@ -37,7 +37,7 @@ from typing import Any, Callable
 from harness.errors import HarnessError
 from harness.explore import generate
 from harness.explore.minimize import minimize, strengthen
-from harness.explore.model import Candidate, Plan, move_from_dict, move_to_dict, plan_document
+from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key
 from harness.explore import PROGRESS_FILE, RESULT_FILE
 from harness.explore.trace import Trace
 
@@ -463,6 +463,7 @@ class Explorer:
         got = evaluate([cand.moves])
         moves, hits = cand.moves, (got or [0])[0]
         f["confirmed"] = f"{hits}/{n}" if got is not None else "not re-run (no time left)"
+        known = {plan_key(cand.moves): (hits, n)} if got is not None else {}
         if got is not None and 0 < hits < n and len(cand.moves) < self.max_depth:
             # Reproduced only sometimes: one more move, on the writes of the violating run's race first.
             trace = self._trace_of(f["evidence"])
@@ -470,8 +471,10 @@ class Explorer:
             self.say(f"[explore] {key} reproduced {hits}/{n}: trying {len(ext)} plan(s) with one more move")
             moves, hits, steps = strengthen(cand.moves, hits, [e.moves for e in ext], evaluate, n)
             f["strengthened"] = [{"plan": "; ".join(x.words() for x in p), "hits": h} for p, h in steps]
+            for p, h in steps:
+                known[plan_key(p)] = (h, n)
         self.say(f"[explore] minimising {key}: {len(moves)} move(s), reproduced {hits}/{n}; {n} run(s) per plan")
-        m = minimize(moves, evaluate, n, hits=hits if got is not None else None)
+        m = minimize(moves, evaluate, n, hits=hits if got is not None else None, known=known)
         f["minimal"] = [move_to_dict(x) for x in m.moves]
         f["minimal_words"] = "; ".join(x.words() for x in m.moves)
         f["reproduced"] = f"{m.hits}/{m.runs}" if m.runs else "not re-run (no time left)"
@@ -641,6 +644,11 @@ def cli(args: Any) -> int:
                   max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
                   reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
                   reference_only=args.reference_only)
+    def interrupted(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # run_batch stops the batch's pytest process group; the table is written
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)  # also when started in the background (SIGINT ignored)
     result = ex.run()
     print()
     print(render_summary(result), end="")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.explore.model import Plan, validate
+from harness.explore.model import Plan, plan_key, validate
 
 
 def drop_one(moves: Plan) -> list[Plan]:
@@ -41,16 +41,33 @@ class Minimized:
 
 
 def minimize(moves: Plan, evaluate: Callable[[list[Plan]], list[int] | None], runs: int,
-             max_rounds: int = 6, hits: int | None = None) -> Minimized:
+             max_rounds: int = 6, hits: int | None = None,
+             known: dict[tuple, tuple[int, int]] | None = None) -> Minimized:
     """Confirm `moves` (evaluate([moves]); skipped when its `hits` are known), then per round evaluate
     every one-move-smaller plan at once and keep the first (in move order) that reproduced at least as
     often. `evaluate(plans)` returns the hits out of `runs` for each plan, or None when there is no time
-    left."""
+    left. "As often" counts every run of a plan so far (`known`: plan_key -> (hits, runs) of earlier
+    evaluations, e.g. the confirmation of the plan a strengthened one came from): a plan that failed once
+    is not made "as reliable" by one lucky sample."""
+    record: dict[tuple, list[int]] = {k: [h, r] for k, (h, r) in (known or {}).items()}
+
+    def note(p: Plan, h: int) -> float:
+        rec = record.setdefault(plan_key(p), [0, 0])
+        rec[0] += h
+        rec[1] += runs
+        return rec[0] / rec[1]
+
+    def rate(p: Plan) -> float:
+        h, r = record.get(plan_key(p), (0, 0))
+        return h / r if r else 0.0
+
     if hits is None:
         got = evaluate([moves])
         if got is None:
             return Minimized(moves, 0, 0, [], complete=False)
         hits = got[0]
+    if plan_key(moves) not in record:
+        note(moves, hits)
     best = moves
     out = Minimized(best, hits, runs, [(moves, hits)])
     if hits == 0:
@@ -64,13 +81,15 @@ def minimize(moves: Plan, evaluate: Callable[[list[Plan]], list[int] | None], ru
             out.complete = False
             break
         out.steps += list(zip(smaller, res))
-        keep = next(((p, h) for p, h in zip(smaller, res) if h >= hits), None)
+        keep = None
+        for p, h in zip(smaller, res):
+            if note(p, h) >= rate(best) and keep is None:
+                keep = (p, h)
         if keep is None:
             break
         best, hits = keep
     out.moves, out.hits = best, hits
     return out
-
 
 def strengthen(moves: Plan, hits: int, candidates: list[Plan], evaluate: Callable[[list[Plan]], list[int] | None],
                runs: int, chunk: int = 2) -> tuple[Plan, int, list[tuple[Plan, int]]]:

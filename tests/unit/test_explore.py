@@ -584,3 +584,15 @@ def test_a_flaky_violation_is_strengthened_then_minimised(tmp_path: Path) -> Non
     text = Path(f["file"]).read_text()
     assert "reproduced it 2/4 times; with one more move" in text
     assert [r.id for r in parse_plan(text, "f").rules] == ["admission-job1", "eviction-job1"]
+
+
+def test_minimize_counts_every_run_of_a_plan() -> None:
+    """The late admission alone reproduced 4/5 when confirmed; strengthened, 5/5; dropping the added move
+    gives the late admission alone again, which a lucky sample shows 5/5: 9/10 in all, less reliable
+    than 5/5, so the strengthening move stays."""
+    a = Move("hold", ADM1, (After(EVI1, "answered", 200),))
+    b = Move("hold_response", EVI1, (After(ADM1, "delivered", None),))
+    m = minimize((a, b), lambda plans: [5 for _ in plans], runs=5, hits=5, known={plan_key((a,)): (4, 5)})
+    assert m.moves == (a, b)
+    m = minimize((a, b), lambda plans: [5 for _ in plans], runs=5, hits=5)
+    assert len(m.moves) == 1  # without the earlier failure the smaller plan is as good
