@@ -244,6 +244,10 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
             elif ev == "verdict" and not verdict_done:
                 verdict_done = True
                 lines.append(_Line(ts, _verdict_note(f"{t(e)} ", e, verdict, findings), breaks=False))
+            elif ev == "kueue_configured":  # one short line; the whole Configuration is in report.md's table
+                what = "Kueue restarted with" if e.get("restarted") else "Kueue already ran with"
+                lines.append(_Line(ts, f"Note over Test: {t(e)} {what}<br/>{_wrap(_clean(str(e.get('summary') or 'the default configuration')), 40)}",
+                                   breaks=False, keep=False))
             elif ev in ("case_started", "case_finished", "held", "released", "admission_answered", "watch_delivered",
                         "observed", "plan_loaded", "plan_step", "holds_released_at_end", "verdict"):
                 continue

@@ -156,3 +156,14 @@ def test_the_quota_monitors_time_is_the_diagrams():
     t = re.search(r"at t=(\d+\.\d+)s", quota.evidence).group(1)
     lines = report.diagram_lines(h, verdict=verdict, findings=findings)
     assert any(f"{t}s monitor: quota violated" in ln for ln in lines), (t, lines)
+
+
+def test_a_kueue_configuration_is_one_short_note_in_the_diagram() -> None:
+    """kueue_configured carries the whole Configuration file; the diagram shows only its one-line summary."""
+    big = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "integrations": {"frameworks": ["batch/job"] * 50}}
+    h = [{"ts": 1.0, "source": "harness", "event": "case_started"},
+         {"ts": 1.1, "source": "harness", "event": "kueue_configured", "why": "case", "restarted": True,
+          "summary": "featureGates PrioritizePreemptorWorkloads=true", "configuration": big, "declared": big}]
+    notes = [ln for ln in report.diagram_lines(h) if "Kueue restarted with" in ln]
+    assert len(notes) == 1 and "PrioritizePreemptorWorkloads=true" in notes[0]
+    assert "frameworks" not in notes[0] and len(notes[0]) < 200
