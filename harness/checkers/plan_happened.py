@@ -32,7 +32,9 @@ def _problem(rule: Mapping[str, Any], seen: list[Mapping[str, Any]]) -> str | No
         end = next((e for e in mine if e.get("event") in ENDS), None)
         if end is None:
             return f"{rid}'s hold did not end before the verdict"
-        if triggers and not (end.get("event") == "released" and str(end.get("why", "")).startswith("triggers")):
+        # A hold with `then: fail` ends `failed` when its triggers fire (harness/faults.py Release.then).
+        by_triggers = "failed" if (rule.get("release") or {}).get("then") == "fail" else "released"
+        if triggers and not (end.get("event") == by_triggers and str(end.get("why", "")).startswith("triggers")):
             return f"{rid} ended by {end.get('event')} ({end.get('why', '-')}), not by its triggers"
         return None
     if action == "restart_kueue":
@@ -56,7 +58,8 @@ def _problem(rule: Mapping[str, Any], seen: list[Mapping[str, Any]]) -> str | No
 @register
 class PlanHappened:
     """Violated when an acting rule of a plan loaded in the case never acted, or a hold (or a process
-    fault) with triggers ended some other way than by them; `observe` rules only record and are not judged."""
+    fault) with triggers ended some other way than by them (a hold with `then: fail`: failed by them);
+    `observe` rules only record and are not judged."""
 
     name: ClassVar[str] = "plan_happened"
     kind: ClassVar[str] = "assumption"
