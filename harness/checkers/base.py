@@ -183,12 +183,24 @@ def observed_until(history: History) -> float:
     return max(before, default=max((e["ts"] for e in history), default=0.0))
 
 
+def persistent_fail_rules(history: History) -> set[str]:
+    """Ids of the `fail` rules loaded (`rule_added`) with `times: null`: they fail every write they match for
+    as long as they are loaded, so a failure of theirs is the fault going on, not its end."""
+    return {str(r.get("id")) for e in history if e.get("source") == "proxy" and e.get("event") == "rule_added"
+            and isinstance(r := e.get("rule"), Mapping) and r.get("action") == "fail" and r.get("times") is None}
+
+
 def fault_lifts(history: History) -> list[float]:
-    """Times a held flow was let go (released, failed, timed out) while the case was still acting."""
+    """Times a held flow was let go (released, failed, timed out) while the case was still acting, and
+    times a fault rule failed a write outright (a `fail` rule with a count: its failures end it). The
+    failures of a `fail` rule with `times: null` are not lifts: that fault lasts the whole case (a case
+    that keeps a write failing on purpose, kubernetes-sigs/kueue#14863), and bounds run from before it."""
     end = case_end(history)
+    steady = persistent_fail_rules(history)
     return [e["ts"] for e in history if e.get("source") == "proxy"
             and e.get("event") in ("released", "failed", "hold_expired", "hold_timeout")
-            and e["ts"] <= end and e.get("why") != "end of case"]
+            and e["ts"] <= end and e.get("why") != "end of case"
+            and not (e.get("event") == "failed" and e.get("hold") is None and e.get("rule") in steady)]
 
 
 def conditions_of(obj: Mapping[str, Any]) -> dict[str, str]:

@@ -31,3 +31,7 @@ DELETION_BOUND = 10.0
 #: proxy's record of that write, a reservation seen within this long after the deactivation cannot be told
 #: apart from one in flight (inconclusive), later it is a violation.
 INACTIVE_GRACE = 1.0
+#: A Workload that fits in its ClusterQueue's free nominal quota gets quota within this long once it exists:
+#: Kueue admits it in one of its next scheduling cycles (well under a second here). kubernetes-sigs/kueue#14863:
+#: a sticky preemptor whose preemption keeps failing stays in front of such a Workload for ever.
+FITS_BOUND = 5.0

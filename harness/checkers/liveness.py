@@ -21,13 +21,17 @@ from harness.names import Names, case_t0, kobj_key
 
 
 def _subjects(history: History, jobs: tuple[str, ...], names: Names,
-              workloads: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+              workloads: tuple[str, ...] = (), preemptors: bool = True,
+              created: Mapping[str, float] | None = None) -> dict[str, dict[str, Any]]:
     """"ns/name" -> {"first": ts it started to wait, "targets": {"ns/name"}, "why": "preempting"|"named"|
     "workload"}. A named plain Workload ("name" in the case's namespace, or "ns/name") waits from when the
-    monitor first saw it (`workload_seen`), else Kueue's watch first delivered it, else the case's start."""
+    monitor first saw it (`workload_seen`), else Kueue's watch first delivered it, else its creationTimestamp
+    (`created`: "ns/name" -> epoch seconds, from the objects judged; a Workload a plan step created a moment
+    before the check), else the case's start.
+    Without `preemptors`, Workloads Kueue logged preempting are subjects only when named."""
     out: dict[str, dict[str, Any]] = {}
     for e in history:
-        if e.get("source") != "kueue" or e.get("event") != "log":
+        if not preemptors or e.get("source") != "kueue" or e.get("event") != "log":
             continue
         f = e.get("fields") or {}
         p, t = kobj_key(f.get("preemptingWorkload")), kobj_key(f.get("targetWorkload"))
@@ -49,7 +53,8 @@ def _subjects(history: History, jobs: tuple[str, ...], names: Names,
                                             and e.get("key") == key)
                 or (e.get("source") == "proxy" and e.get("event") == "watch_event" and e.get("name") == name
                     and e.get("namespace") == ns)]
-        out.setdefault(key, {"first": min(seen) if seen else case_t0(history), "targets": set(), "why": "workload"})
+        first = min(seen) if seen else (created or {}).get(key, case_t0(history))
+        out.setdefault(key, {"first": first, "targets": set(), "why": "workload"})
     return out
 
 
@@ -125,16 +130,19 @@ class Liveness:
     the case's namespace or "ns/name"; their facts come from the invariant monitor), get quota within `bound` seconds
     after the last fault was lifted (or after they started waiting, when no fault was lifted later).
     Violated when one did not and the history covers that long, or as soon as it is conclusively stuck;
-    inconclusive when the history ends sooner; not applicable with nothing to wait for."""
+    inconclusive when the history ends sooner; not applicable with nothing to wait for. `preemptors=False`
+    judges only the named ones: for a case that keeps a preemptor from its quota on purpose (its victim's
+    eviction keeps failing, kubernetes-sigs/kueue#14863) and asks about another Workload."""
 
     name: ClassVar[str] = "liveness"
     kind: ClassVar[str] = "invariant"
 
     def __init__(self, bound: float = LIVENESS_BOUND, jobs: tuple[str, ...] | list[str] = (),
-                 workloads: tuple[str, ...] | list[str] = ()) -> None:
+                 workloads: tuple[str, ...] | list[str] = (), preemptors: bool = True) -> None:
         self.bound = float(bound)
         self.jobs = tuple(jobs)
         self.workloads = tuple(workloads)
+        self.preemptors = bool(preemptors)
 
     @property
     def needs_monitor(self) -> bool:
@@ -149,9 +157,12 @@ class Liveness:
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)  # what the live verdict saw: clean-up after it is not judged
-        subjects = _subjects(history, self.jobs, names, self.workloads)
+        created = {checks.workload_key(w): t for w in objects.get("workloads") or []
+                   if (t := kueue_log.parse_ts((w.get("metadata") or {}).get("creationTimestamp"))) is not None}
+        subjects = _subjects(history, self.jobs, names, self.workloads, self.preemptors, created)
         if not subjects:
-            return [Finding(self.name, "not applicable", "no preemption in the history",
+            return [Finding(self.name, "not applicable", "no preemption in the history" if self.preemptors
+                            else "no named Workload in the history",
                             "Kueue logged no preemption for the case's Workloads, and the case named no Workload "
                             "that must get quota, so none waited.")]
         lifts = fault_lifts(history)

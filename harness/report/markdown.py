@@ -17,7 +17,8 @@ from harness.report import race
 from harness.report.diagram import diagram_lines
 
 INVARIANTS = {
-    "liveness": "a Workload that preempts another gets quota within {bound:g} s once every fault is lifted",
+    "liveness": "a Workload that preempts another, or one the case names, gets quota within {bound:g} s of waiting "
+                "(counted from the last fault lifted, if later)",
     "quota": "no ClusterQueue holds more than its quota (a watch during the run, and the final state)",
 }
 

@@ -137,6 +137,48 @@ def test_nothing_to_wait_for_is_not_decided_early() -> None:
     assert not Liveness(jobs=["job2"]).decided(h, {}, names(h))
 
 
+# ---- a Workload that fits while a preemptor's eviction keeps failing (kubernetes-sigs/kueue#14863) ------
+
+def _sticky(quota_at: float | None, end: float, fail_times: int | None = None) -> list[dict]:
+    """job2 preempts job1 (Kueue logs it) and the plan fails every later eviction of job1 (`fail_times`
+    None: a rule with times: null); Workload "s" is first seen at 3 s and gets quota at `quota_at`."""
+    h = base(end) + [ev(0.05, "proxy", "rule_added", rule={"id": "evict-again", "action": "fail", "times": fail_times}),
+                     ev(3.0, "monitor", "workload_seen", key=f"{NS}/s", queue="lq", active=True, priority=1000)]
+    h += [ev(3.0 + i * 0.5, "proxy", "failed", flow=10 + i, rule="evict-again", stage="request", status=500,
+             label=f"eviction {WL1}") for i in range(int((end - 3.0) / 0.5))]
+    if quota_at is not None:
+        h.append(ev(quota_at, "monitor", "workload_quota_reserved", key=f"{NS}/s"))
+    return sorted(h, key=lambda e: e["ts"])
+
+
+def test_failures_of_a_times_null_fail_rule_are_not_fault_lifts() -> None:
+    from harness.checkers.base import fault_lifts
+
+    assert fault_lifts(_sticky(None, 10.0)) == []
+    assert len(fault_lifts(_sticky(None, 10.0, fail_times=3))) == 14  # counted faults end: each failure lifts
+    held = ev(2.0, "proxy", "failed", flow=5, hold="h1", rule="evict-again", why="triggers: x answered")
+    assert fault_lifts(sorted(_sticky(None, 10.0) + [held], key=lambda e: e["ts"])) == [held["ts"]]
+
+
+def test_liveness_of_a_named_workload_alone_while_a_preemption_keeps_failing() -> None:
+    h = _sticky(None, 10.0)
+    only_s = Liveness(bound=5, workloads=["s"], preemptors=False)
+    [f] = only_s.check(h, {}, names(h))
+    assert f.result == "violated" and "s got no quota in 7.00s" in f.summary and "first seen" in f.evidence
+    assert only_s.decided(h, {}, names(h))
+    # By default the preemptor job2 is judged too (and never got quota either).
+    assert {f.summary.split()[0] for f in Liveness(bound=5, workloads=["s"]).check(h, {}, names(h))} == {"job2", "s"}
+    h = _sticky(3.4, 10.0)
+    [f] = only_s.check(h, {}, names(h))
+    assert f.result == "held" and "0.40s after it was first seen" in f.evidence
+    # Not seen yet (a plan step created it a moment ago): from its creationTimestamp, not the case's start.
+    h = [e for e in _sticky(None, 6.0) if e["event"] != "workload_seen"]
+    s_obj = {"metadata": {"name": "s", "namespace": NS, "creationTimestamp": "1970-01-12T13:46:43Z"}, "spec": {}}
+    assert only_s.check(h, {}, names(h))[0].result == "violated"  # from the case's start: 6 s > 5 s
+    [f] = only_s.check(h, {"workloads": [s_obj]}, names(h))  # T0 + 3 s: 3 s observed
+    assert f.result == "inconclusive", f
+
+
 # ---- assumptions ------------------------------------------------------------------------------------
 
 def test_forced_rules_must_end_by_their_triggers() -> None:
