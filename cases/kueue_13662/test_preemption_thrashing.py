@@ -6,7 +6,7 @@ from harness.scenarios import admitted_jobs, cohort_queues, submit_job
 
 QUEUES = dict(quotas={"cq1": {"cpu": "4"}, "cq2": {"cpu": "0"}},
               withinClusterQueue="LowerPriority", reclaimWithinCohort="Any")
-VICTIMS = {"job-a": dict(queue="cq2", priority="low", cpu="1"), "job-b": dict(queue="cq1", priority="low", cpu="3")}
+VICTIMS = {"job-b": dict(queue="cq1", priority="low", cpu="3"), "job-a": dict(queue="cq2", priority="low", cpu="1")}
 CHECKS = dict(bounded_evictions={"until_quota": "preemptor"}, liveness={"jobs": ["preemptor"]})
 pytestmark = pytest.mark.kueue_config(fair_sharing=True, feature_gates={"PrioritizePreemptorWorkloads": "if-known"},
                                       overrides={"controller": {"groupKindConcurrency": {"Job.batch": 5}}})  # §14
