@@ -51,16 +51,26 @@ def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names) -> list[lis
         rel = r.get("release") or {}
         when = []
         for tr in rel.get("after") or []:
-            if tr.get("delivered"):
-                when.append(f"Kueue's watch delivered {tr['delivered']}'s object")
-            else:
+            if tr.get("rule"):
                 when.append(f"{tr.get('rule')} {tr.get('state', 'answered')}" + (f" {tr['status']}" if tr.get("status") else ""))
+            else:  # delivered, step, log, object: the trigger's own words ("step b-dequeued done")
+                when.append(_trigger_words(tr))
         release = " and ".join(when) if when else ("by the test" if r.get("action", "hold") == "hold" else "-")
         if rel.get("timeout"):
             release += f" (else {rel.get('on_timeout', 'release')} after {rel['timeout']:g}s)"
         times = "every" if r.get("times") is None else str(r.get("times"))
         rows.append([f"`{r.get('id')}`" + (f" (plan {e['plan']})" if e.get("plan") else ""), act, match, release, times])
     return rows
+
+
+def _trigger_words(tr: Mapping[str, Any]) -> str:
+    """How report.md says a non-rule trigger (harness.faults.Trigger.describe), or the mapping itself."""
+    from harness.faults import Trigger
+
+    try:
+        return Trigger(**{k: v for k, v in tr.items() if k in Trigger.__dataclass_fields__}).describe()
+    except TypeError:
+        return str(dict(tr))
 
 
 def _map(v: Any) -> Mapping[str, Any]:

@@ -339,3 +339,17 @@ def test_names_shorten_workloads_of_jobs_the_history_did_not_create():
                        "name": "job-job1-6e59a", "type": "ADDED"}], "demo")
     assert n.wl("job-job1-6e59a") == "job1" and n.legend() == ["job1 = demo/job-job1-6e59a"]
     assert n.wl("other-name") == "other-name"
+
+
+def test_fault_table_says_step_log_and_object_triggers_in_their_own_words():
+    """A hold released by plan steps and facts (cases/kueue_10901's evict-v) is not shown as "None answered"."""
+    from harness.report.markdown import _fault_rules
+
+    after = [{"step": "b-dequeued"}, {"delivered": "deactivated-b"}, {"log": "not active .*job-b-"},
+             {"object": "Job/v", "field": "$.spec.suspend", "equals": True}, {"rule": "r", "state": "answered", "status": 200}]
+    h = [{"ts": T0, "source": "proxy", "event": "rule_added", "plan": "p",
+          "rule": {"id": "evict-v", "action": "hold", "times": 1, "match": {"write": "eviction"},
+                   "release": {"after": after, "timeout": 30}}}]
+    ((_, _, _, released, _),) = _fault_rules(h, Names(h))
+    assert released == ("step b-dequeued done and Kueue's watch delivered deactivated-b's object and Kueue logged "
+                        "/not active .*job-b-/ and Job/v $.spec.suspend = true and r answered 200 (else release after 30s)")
