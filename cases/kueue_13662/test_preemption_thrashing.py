@@ -17,7 +17,7 @@ pytestmark = pytest.mark.kueue_config(fair_sharing=True, feature_gates={"Priorit
 def test_preemption_thrashing(case):
     q = cohort_queues(case, **QUEUES)
     admitted_jobs(case, q, VICTIMS)  # job-a borrows cq1's cpu
-    case.load_plan("thrashing")  # job-b's eviction ends 8 s after job-a's
+    case.load_plan("thrashing")  # job-b's eviction ends 8 s late
     submit_job(case, q, "preemptor", "high", cpu="4", queue="cq1")
     case.observe()
 
