@@ -226,3 +226,14 @@ def test_reported_version_and_info(tmp_path: Path) -> None:
     assert part.info() == {"kube_scheduler": "v1.35.4", "kwok": "v0.8.0",
                            "binaries": {"kube_scheduler": str(sched), "kwok": str(kwok)}}
     assert pods.reported_version(tmp_path / "missing") == ""
+
+
+def test_report_names_kube_scheduler_and_kwok_only_when_pods_ran() -> None:
+    from harness import report
+
+    meta = {"case": "c::t", "verdict": "passed", "namespace": "ns", "prefix": "ns", "kubernetes_version": "v1.35.4"}
+    history = [{"ts": 1.0, "source": "harness", "event": "case_started", "case": "c::t", "namespace": "ns"}]
+    with_pods, _, _ = report.render_report({**meta, "pods": {"kube_scheduler": "v1.35.4", "kwok": "v0.8.0"}}, history, {})
+    without, _, _ = report.render_report({**meta, "pods": None}, history, {})
+    assert "| Pods that run | kube-scheduler v1.35.4, kwok v0.8.0 |" in with_pods
+    assert "Pods that run" not in without
