@@ -37,7 +37,7 @@ from typing import Any, Callable
 from harness.errors import HarnessError
 from harness.explore import generate
 from harness.explore.minimize import minimize, strengthen
-from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key
+from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
 from harness.explore import PROGRESS_FILE, RESULT_FILE
 from harness.explore.trace import Trace
 
@@ -470,17 +470,17 @@ class Explorer:
             ext = generate.extensions(cand, trace, set(), self.max_depth)[:STRENGTHEN] if trace else []
             self.say(f"[explore] {key} reproduced {hits}/{n}: trying {len(ext)} plan(s) with one more move")
             moves, hits, steps = strengthen(cand.moves, hits, [e.moves for e in ext], evaluate, n)
-            f["strengthened"] = [{"plan": "; ".join(x.words() for x in p), "hits": h} for p, h in steps]
+            f["strengthened"] = [{"plan": plan_words(p), "hits": h} for p, h in steps]
             for p, h in steps:
                 known[plan_key(p)] = (h, n)
         self.say(f"[explore] minimising {key}: {len(moves)} move(s), reproduced {hits}/{n}; {n} run(s) per plan")
         m = minimize(moves, evaluate, n, hits=hits if got is not None else None, known=known)
         f["minimal"] = [move_to_dict(x) for x in m.moves]
-        f["minimal_words"] = "; ".join(x.words() for x in m.moves)
+        f["minimal_words"] = plan_words(m.moves)
         f["reproduced"] = f"{m.hits}/{m.runs}" if m.runs else "not re-run (no time left)"
         f["minimize_complete"] = m.complete
         f["minimize_minutes"] = round((time.monotonic() - started) / 60.0, 2)
-        f["minimize_steps"] = [{"plan": "; ".join(x.words() for x in p), "hits": h} for p, h in m.steps]
+        f["minimize_steps"] = [{"plan": plan_words(p), "hits": h} for p, h in m.steps]
         f["bundle"] = hit_bundle.get(m.moves) or f["bundle"]
         path = self.out / "findings" / f"{re.sub(r'[^a-z0-9]+', '-', key.lower())}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -85,9 +85,13 @@ class After:
     mode: str = "answered"
     status: int | None = 200
 
-    def words(self) -> str:
+    def words(self, applied: bool = False) -> str:
+        """In words; `applied`: the plan holds this write's answer, so the trigger waits for it to be
+        applied by kube-apiserver instead (render_rules)."""
         if self.mode == "delivered":
             return f"Kueue saw the {self.target.words()}"
+        if applied:
+            return f"the {self.target.words()} was applied"
         return f"the {self.target.words()} was answered" + (f" {self.status}" if self.status else "")
 
 
@@ -122,8 +126,9 @@ class Move:
         one of them acts on an object), "restart-kueue" for the one restart a plan may have."""
         return "restart-kueue" if self.kind == "restart" else self.target.rule_id
 
-    def words(self) -> str:
-        until = " and ".join(a.words() for a in self.after)
+    def words(self, answers_held: frozenset[str] = frozenset()) -> str:
+        """In words; `answers_held`: rule ids whose answers the plan holds (their triggers read "applied")."""
+        until = " and ".join(a.words(a.target.rule_id in answers_held) for a in self.after)
         t = self.target.words()
         if self.kind == "hold":
             return f"hold the {t} until {until}"
@@ -140,6 +145,12 @@ class Move:
 
 
 Plan = tuple[Move, ...]
+
+
+def plan_words(moves: Plan) -> str:
+    """The plan in words, one clause per move, as render_rules writes its triggers."""
+    held = frozenset(m.target.rule_id for m in moves if m.kind == "hold_response")
+    return "; ".join(m.words(held) for m in moves)
 
 
 def plan_key(moves: Plan) -> tuple:
@@ -245,7 +256,7 @@ def plan_document(moves: Plan, name: str, description: str = "", hold_timeout: f
     comment lines. Validated by the caller with harness.plans.parse_plan."""
     rules = render_rules(moves, hold_timeout) if moves else [dict(r) for r in OBSERVE_ALL_RULES]
     doc = {"apiVersion": "kueue-harness/v1", "kind": "FaultPlan", "name": name,
-           "description": description or "; ".join(m.words() for m in moves) or "observe every Kueue write",
+           "description": description or plan_words(moves) or "observe every Kueue write",
            "rules": rules}
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
     head = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
@@ -283,7 +294,7 @@ class Candidate:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def words(self) -> str:
-        return "; ".join(m.words() for m in self.moves) or "no fault (observe only)"
+        return plan_words(self.moves) or "no fault (observe only)"
 
 
 def move_to_dict(m: Move) -> dict[str, Any]:

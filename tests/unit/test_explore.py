@@ -14,8 +14,8 @@ from harness.checkers import Selection, compose
 from harness.explore import driver, generate
 from harness.explore.minimize import drop_one, minimize, strengthen
 from harness.explore.model import (
-    After, Candidate, Move, Target, Unsatisfiable, move_from_dict, move_to_dict, plan_document, plan_key, render_rules,
-    validate,
+    After, Candidate, Move, Target, Unsatisfiable, move_from_dict, move_to_dict, plan_document, plan_key, plan_words,
+    render_rules, validate,
 )
 from harness.explore.plugin import explore_selection, same_case
 from harness.explore.trace import Trace, target_of, workload_role
@@ -213,6 +213,8 @@ def test_seed_stuck_preemption_composes_into_a_valid_plan() -> None:
     assert [r.id for r in plan.rules] == ["admission-job1", "eviction-job1", "quota-release-job1"]
     assert text.startswith("# found by a test\n")
     assert validate(moves) is None
+    assert plan_words(moves).startswith("hold the admission of job1 until the eviction of job1 was applied; hold the "
+                                        "answer to the eviction of job1 until Kueue saw the admission of job1")
 
 
 def test_observed_anchor_for_a_trigger_no_move_acts_on() -> None:
