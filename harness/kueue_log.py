@@ -69,8 +69,14 @@ def _obj_key(v: Any) -> str | None:
 
 
 def mentions(line: dict[str, Any], key: str) -> bool:
-    """True if any KObj-like value of the line (workload, targetWorkload, ...) is `key` ("ns/name")."""
-    return any(_obj_key(v) == key for k, v in line.items() if k not in ("msg", "ts", "level", "logger", "caller"))
+    """True if any KObj-like value of the line (workload, targetWorkload, ...) is `key` ("ns/name"), or the
+    line names its object with top-level `namespace` and `name` keys (controller-runtime's reconciler
+    lines, e.g. "Reconciling" with controller=workload namespace=ns name=w) and they make `key`."""
+    ns, name = line.get("namespace"), line.get("name")
+    if isinstance(name, str) and (f"{ns}/{name}" if isinstance(ns, str) and ns else name) == key:
+        return True
+    return any(_obj_key(v) == key for k, v in line.items()
+               if k not in ("msg", "ts", "level", "logger", "caller", "namespace", "name"))
 
 
 #: Keys a `{log: REGEX}` trigger does not see: when and where in Kueue's code the line was written.
@@ -104,11 +110,15 @@ def normalized(line: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def count(path: Path, msg: str, **match: str) -> int:
-    """How many lines have message `msg` and, for each `field=key`, that KObj field equal to "ns/name"."""
+def count(path: Path, msg: str, since: float | None = None, **match: str) -> int:
+    """How many lines have message `msg`, a time at or after `since` (epoch seconds; None: any) and, for
+    each `field=key`, that KObj field equal to "ns/name"."""
     n = 0
     for line in lines(path):
-        if line.get("msg") == msg and all(_obj_key(line.get(f)) == k for f, k in match.items()):
+        if line.get("msg") != msg or not all(_obj_key(line.get(f)) == k for f, k in match.items()):
+            continue
+        ts = parse_ts(line.get("ts"))
+        if since is None or (ts is not None and ts >= since):
             n += 1
     return n
 

@@ -179,3 +179,18 @@ def test_tail_reads_only_what_is_appended(tmp_path) -> None:
         fh.write('ial"}\n')
     assert t.new_lines() == [{"msg": "partial"}]
     assert Tail(log).new_lines()[0] == {"msg": "old"}
+
+
+def test_mentions_controller_runtime_lines_with_separate_namespace_and_name() -> None:
+    """controller-runtime's reconciler lines carry the object as top-level namespace and name keys."""
+    line = {"msg": "Reconciling", "controller": "workload", "namespace": "ns", "name": "a"}
+    assert kueue_log.mentions(line, "ns/a")
+    assert not kueue_log.mentions(line, "ns/b") and not kueue_log.mentions(line, "ns")
+    assert kueue_log.mentions({"msg": "Reconcile ClusterQueue", "name": "cq"}, "cq")  # cluster-scoped
+
+
+def test_count_since_counts_only_later_lines(log: Path) -> None:
+    assert count(log, PREEMPTION_WAITING) == 3
+    assert count(log, PREEMPTION_WAITING, since=T0 + 0.2) == 2  # inclusive
+    assert count(log, PREEMPTION_WAITING, since=T0 + 0.25, workload="ns/b") == 1
+    assert count(log, "no timestamp", since=T0) == 0  # a line without a time is not "since" anything
