@@ -22,8 +22,9 @@ Order (the heuristic; docs/architecture.md "explore"):
 Pruning: one acting move per write kind and object role; E must be a different target whose event came
 after W's request in the trace; only the case's namespace; Workload creations are failed, never held (a
 case waits for its Workload to exist); a watch event is dropped only when a later event of the same object
-exists (Kueue eventually sees the object as it is, like a re-list: the "unobserved intermediate state" of
-Sieve, not a lost object); combinations whose triggers can never hold, or which the plan loader refuses
+exists in the trace (Kueue should still see the object as it is, like after a re-list: the "unobserved
+intermediate state" of Sieve, not a lost object; a run where it did not is discarded by the
+`watch_caught_up` assumption, since that later event may have been Kueue's reaction to the dropped one); combinations whose triggers can never hold, or which the plan loader refuses
 (trigger cycles), are not run; a plan equal to one generated before is not generated again.
 """
 

@@ -15,7 +15,8 @@ A case under such a plan is a *perturbed run*:
 - after its body, the run waits until the plan holds nothing, then observes until an invariant is
   violated, or liveness decided and SETTLE seconds passed (bounded by LIVENESS_BOUND);
 - it is judged by its own checkers plus `plan_happened` (a rule that never acted, a hold that ended by
-  its timeout: verdict error, the run is discarded), `liveness`, `quota` and `log_flood`;
+  its timeout: verdict error, the run is discarded), `watch_caught_up` (Kueue saw every Workload whose
+  watch events were dropped as it finally was), `liveness`, `quota` and `log_flood`;
 - `explore.json` in its evidence folder holds what the driver reads: the verdict, the findings, and the
   proxy's events of the case's namespace (harness/explore/trace.py), and a line is appended to
   <artifacts>/explore-progress.jsonl.
@@ -43,7 +44,7 @@ EXPLORE_STEP = 8.0
 #: oversubscription shows within ~100 ms: cases/kueue_11480/plans/quota-oversubscription.yaml).
 SETTLE = 2.0
 #: The checkers every perturbed run is judged by besides the case's own.
-EXPLORE_CHECKERS = ("plan_happened", "liveness", "quota", "log_flood")
+EXPLORE_CHECKERS = ("plan_happened", "watch_caught_up", "liveness", "quota", "log_flood")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

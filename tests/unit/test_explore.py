@@ -601,3 +601,20 @@ def test_minimize_counts_every_run_of_a_plan() -> None:
     assert m.moves == (a, b)
     m = minimize((a, b), lucky, runs=5, hits=5)
     assert m.moves == (a,)  # without the earlier failure the smaller plan is as good
+
+
+def test_watch_caught_up_when_kueue_saw_the_object_as_it_is() -> None:
+    """A dropped watch event is an unobserved *intermediate* state only if Kueue later sees the object as
+    it finally is; if nothing wrote it again, Kueue's view stays stale, which no real watch does."""
+    wl = {"metadata": {"namespace": NS, "name": WL1, "resourceVersion": "12"}}
+    drop = {"ts": 3, "source": "proxy", "event": "watch_event_dropped", "namespace": NS, "name": WL1,
+            "resource_version": "12", "rule": "watch-job1"}
+    later = {"ts": 4, "source": "proxy", "event": "watch_event", "namespace": NS, "name": WL1, "resource_version": "12"}
+    h = [{"ts": 1.0, "source": "harness", "event": "case_started", "namespace": NS}, drop,
+         {"ts": 50.0, "source": "harness", "event": "verdict"}]
+    sel = Selection({"watch_caught_up": {}})
+    v = compose(sel, h, {"workloads": [wl]})
+    assert v.verdict == "error" and "never superseded" in v.findings[0].evidence
+    assert compose(sel, sorted(h + [later], key=lambda e: e["ts"]), {"workloads": [wl]}).verdict == "passed"
+    assert compose(sel, h, {"workloads": []}).verdict == "passed"  # deleted: Kueue learns that anyway
+    assert compose(sel, [h[0], h[2]], {"workloads": [wl]}).findings[0].result == "not applicable"
