@@ -610,12 +610,26 @@ def _delete_case_objects(ctx: CaseContext) -> None:
             c.custom.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ctx.ns, "workloads",
                                                      wl["metadata"]["name"])
         c.core.delete_namespace(ctx.ns)
+        wedged = []
         for kind, plural in (("ClusterQueue", "clusterqueues"), ("ResourceFlavor", "resourceflavors"),
-                             ("WorkloadPriorityClass", "workloadpriorityclasses")):
-            for obj in c.list(kind):
-                if obj["metadata"]["name"].startswith(ctx.prefix):
-                    c.custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, obj["metadata"]["name"])
-        ctx.record("case_objects_deleted", namespace=ctx.ns)
+                             ("WorkloadPriorityClass", "workloadpriorityclasses"), ("Cohort", "cohorts")):
+            try:
+                objs = [o for o in c.list(kind) if o["metadata"]["name"].startswith(ctx.prefix)]
+            except ApiException as e:
+                if e.status == 404:  # a Kueue without this kind
+                    continue
+                raise
+            for obj in objs:
+                name = obj["metadata"]["name"]
+                if obj["metadata"].get("deletionTimestamp") and obj["metadata"].get("finalizers"):
+                    # Already Terminating before teardown: wedged by the case (kueue#10759's ClusterQueue).
+                    # Its finalizers go, or such objects pile up for the rest of the session.
+                    c.custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, name,
+                                                         {"metadata": {"finalizers": None}})
+                    wedged.append(f"{kind}/{name}")
+                    continue
+                c.custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, name)
+        ctx.record("case_objects_deleted", namespace=ctx.ns, **({"finalizers_removed": wedged} if wedged else {}))
     except ApiException as e:
         ctx.record("case_objects_not_deleted", error=f"{e.status} {e.reason}")
 

@@ -200,7 +200,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("monitor", "pods_over_quota_started"): ("finding", "cluster_queue", "resource", "running_milli", "held_milli", "pods"),
     ("monitor", "pods_over_quota_cleared"): ("finding", "cluster_queue", "resource"),
     ("harness", "teardown_problem"): ("problem",),
-    ("harness", "case_objects_deleted"): ("namespace",),
+    ("harness", "case_objects_deleted"): ("namespace", "finalizers_removed"),
     ("harness", "case_objects_not_deleted"): ("error",),
     ("harness", "nodes_created"): ("nodes", "labels", "capacity", "kube_scheduler", "kwok"),
     ("harness", "pods_finished"): ("job", "phase", "pods"),
