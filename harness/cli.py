@@ -1,4 +1,4 @@
-"""`kueue-harness`: the command line. `run` reproduces the seed cases on real Kueue and prints a verdict
+"""`kueue-harness`: the command line. `run` runs the cases under cases/ on real Kueue and prints a verdict
 table; `up`/`status`/`holds`/`release`/`fail`/`plan load`/`logs`/`down` drive a long-running session by
 hand; `build` builds the real components; `versions` lists what is pinned and served.
 
@@ -115,7 +115,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         data = json.loads(summary.read_text())
         kb = data.get("kueue") or {}
         commit = f", commit {str(kb['commit'])[:10]}" if kb.get("commit") else ""
-        print(f"\nScenarios ({', '.join(sorted(versions.KNOWN_BUGS))}) on Kueue {data['kueue_version']}{commit} "
+        print(f"\n{verdict_table_title(data)} on Kueue {data['kueue_version']}{commit} "
               f"(as the binary reported; kube-apiserver {data['kubernetes_version']}, target {data['target']}):")
         print(f"  {'case':<40} {'verdict':<11} {'expected':<11} {'seconds':>7}")
         for c in data["cases"]:
@@ -131,6 +131,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
   export KUBECONFIG={kept['admin_kubeconfig']}
   `kueue-harness status{n}`, `kueue-harness holds{n}`, `kueue-harness plan load{n} FILE`, `kueue-harness logs{n}`; stop it with `kueue-harness down{n}`""")
     return 0 if code == 0 else 1
+
+
+def verdict_table_title(summary: dict) -> str:
+    """"Scenarios (kubernetes-sigs/kueue#14863)": the head of `run`'s verdict table, naming the bugs of the
+    cases that ran (summary.json's `cases[].kueue_bug`, the case's @pytest.mark.kueue_bug key), sorted; "Cases"
+    when none of them has a bug."""
+    bugs = sorted({c["kueue_bug"] for c in summary.get("cases") or () if c.get("kueue_bug")})
+    return f"Scenarios ({', '.join(bugs)})" if bugs else "Cases"
 
 
 #: Seconds `run --keep-env` waits for its session to start and run the cases (builds are done before).
@@ -617,11 +625,18 @@ def _stdout_gone() -> bool:
     return gone
 
 
+#: `kueue-harness run --help`'s description.
+RUN_DESCRIPTION = ("Build what is missing, then run every case under cases/ (each bug's scenario and its control; "
+                   "-k selects some by a pytest expression over case names) on real Kueue, and print each case's "
+                   "verdict, the verdict its bug should give on the Kueue that ran, and where the evidence is.")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="kueue-harness", description=__doc__.split("\n\n")[0])
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run", help="build what is missing, reproduce the seed cases, print the verdicts")
+    r = sub.add_parser("run", help="build what is missing, run every case under cases/ (-k selects some) on "
+                                   "real Kueue, print the verdicts", description=RUN_DESCRIPTION)
     _add_kueue_options(r)
     r.add_argument("--artifacts-dir", help="where the evidence goes (default artifacts/<run-id>)")
     r.add_argument("--keep-env", action="store_true",
@@ -641,7 +656,8 @@ def main(argv: list[str] | None = None) -> int:
     b.set_defaults(func=_cmd_build)
     v = sub.add_parser("versions", help="pinned component versions and the Kueue builds a known bug affects")
     v.set_defaults(func=_cmd_versions)
-    mx = sub.add_parser("matrix", help="run the seed cases on several Kueue builds; write matrix.json and matrix.md")
+    mx = sub.add_parser("matrix", help="run the cases under cases/ (-k selects some) on several Kueue builds; write "
+                                        "matrix.json and matrix.md")
     mx.add_argument("builds", nargs="+", help="Kueue tags, or ref:REF / source:DIR, e.g. v0.17.0 v0.17.4 ref:main")
     mx.add_argument("--kueue-repo", help="Kueue git repository for tags the module proxy lacks and for refs "
                                          f"(env KUEUE_HARNESS_KUEUE_REPO; default {versions.UPSTREAM_KUEUE_REPO})")

@@ -129,6 +129,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config._kh_artifacts = art  # type: ignore[attr-defined]
 
 
+def _bug_key(item: pytest.Item) -> str | None:
+    """The key a case's @pytest.mark.kueue_bug names ("kubernetes-sigs/kueue#14863"; a bug.yaml `key`), or None."""
+    m = item.get_closest_marker("kueue_bug")
+    return str(m.args[0]) if m is not None and m.args else None
+
+
 def _bug(item: pytest.Item) -> "versions.KnownBug | None":
     m = item.get_closest_marker("kueue_bug")
     if m is None:
@@ -799,6 +805,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if env is not None:
         entry["kueue_version"] = env.kueue_version
     entry["expected"], entry["expected_reason"] = _expected(item)
+    if _bug_key(item):
+        entry["kueue_bug"] = _bug_key(item)  # `run`'s verdict table names the bugs of the cases that ran
     # "seconds" is the time to verdict (the case's own run); environment start-up (setup of the first
     # case) and evidence writing (teardown) are kept apart so the figures compare across cases.
     key = {"call": "seconds", "setup": "setup_seconds", "teardown": "teardown_seconds"}[rep.when]
