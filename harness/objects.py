@@ -32,6 +32,7 @@ class _Builder:
         return self
 
     def label(self, key: str, value: str) -> Self:
+        """Add metadata.labels entry `key`=`value`."""
         self._obj["metadata"].setdefault("labels", {})[key] = value
         return self
 
@@ -45,6 +46,7 @@ class ResourceFlavorBuilder(_Builder):
 
 
 def resource_flavor(name: str) -> ResourceFlavorBuilder:
+    """A ResourceFlavor `name` with an empty spec (no node labels, no taints)."""
     return ResourceFlavorBuilder({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}})
 
 
@@ -116,6 +118,7 @@ class ClusterQueueBuilder(_QuotaHolder):
 
     def preemption(self, within_cluster_queue: str | None = None,
                    reclaim_within_cohort: str | None = None) -> "ClusterQueueBuilder":
+        """spec.preemption.withinClusterQueue and .reclaimWithinCohort (Never, LowerPriority, Any, …)."""
         p = self._obj["spec"].setdefault("preemption", {})
         if within_cluster_queue:
             p["withinClusterQueue"] = within_cluster_queue
@@ -149,7 +152,8 @@ class ClusterQueueBuilder(_QuotaHolder):
         return self
 
     def reservation(self, flavor: str, **totals: str) -> "ClusterQueueBuilder":
-        """Add status.flavorsReservation for `flavor` with `total` per resource (as Kueue reports it)."""
+        """Add status.flavorsReservation for `flavor` with `total` per resource (as Kueue reports it), for synthetic
+        objects: kube-apiserver drops a ClusterQueue's status on create."""
         reservations = self._obj.setdefault("status", {}).setdefault("flavorsReservation", [])
         resources = [{"name": r, "total": t, "borrowed": "0"} for r, t in totals.items()]
         reservations.append({"name": flavor, "resources": resources})
@@ -157,6 +161,8 @@ class ClusterQueueBuilder(_QuotaHolder):
 
 
 def cluster_queue(name: str) -> ClusterQueueBuilder:
+    """A ClusterQueue `name` for every namespace (spec.namespaceSelector {}), no quota until a `flavor_quota` or
+    `flavor` step."""
     return ClusterQueueBuilder({
         "apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": name},
         "spec": {"namespaceSelector": {}},
@@ -191,6 +197,7 @@ class CohortBuilder(_QuotaHolder):
 
 
 def cohort(name: str) -> CohortBuilder:
+    """A Cohort `name` (kueue.x-k8s.io/v1beta2) with an empty spec: quotas with `flavor`, a parent with `parent`."""
     return CohortBuilder({"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": name}, "spec": {}})
 
 
@@ -198,6 +205,7 @@ class WorkloadBuilder(_Builder):
     """A plain Workload (no Job): pod sets, and for synthetic objects the status Kueue would write."""
 
     def queue(self, local_queue: str) -> "WorkloadBuilder":
+        """spec.queueName: the LocalQueue it is submitted to (default lq)."""
         self._obj["spec"]["queueName"] = local_queue
         return self
 
@@ -216,12 +224,14 @@ class WorkloadBuilder(_Builder):
         return self
 
     def reserved_in(self, cq: str) -> "WorkloadBuilder":
-        """status.admission for `cq` and QuotaReserved=True, as Kueue's admission write sets them."""
+        """status.admission for `cq` and QuotaReserved=True, as Kueue's admission write sets them (status: see
+        `condition`)."""
         self._obj.setdefault("status", {})["admission"] = {"clusterQueue": cq, "podSetAssignments": []}
         return self.condition("QuotaReserved", "True", "QuotaReserved")
 
     def assignment(self, flavor: str, *, pod_set: str = "main", count: int | None = 1, **usage: str) -> "WorkloadBuilder":
-        """A podSetAssignment giving every resource in `usage` (pod-set totals) the flavor `flavor`."""
+        """A podSetAssignment giving every resource in `usage` (pod-set totals) the flavor `flavor` (status: see
+        `condition`)."""
         psa: dict[str, Any] = {"name": pod_set, "flavors": {resource: flavor for resource in usage},
                                "resourceUsage": dict(usage)}
         if count is not None:
@@ -232,6 +242,9 @@ class WorkloadBuilder(_Builder):
         return self
 
     def condition(self, type_: str, status: str, reason: str = "Test") -> "WorkloadBuilder":
+        """status.conditions entry `type_` (replacing one of that type), for synthetic objects: kube-apiserver
+        drops a Workload's status on create (a plan sets it with a `patch` step, `subresource: status`).
+        The same holds for `reserved_in`, `assignment`, `finished` and `reclaimable`."""
         st = self._obj.setdefault("status", {})
         conditions = [c for c in st.setdefault("conditions", []) if c["type"] != type_]
         conditions.append({"type": type_, "status": status, "reason": reason, "message": ""})
@@ -239,6 +252,7 @@ class WorkloadBuilder(_Builder):
         return self
 
     def finished(self) -> "WorkloadBuilder":
+        """Condition Finished=True, reason Succeeded (status: see `condition`)."""
         return self.condition("Finished", "True", "Succeeded")
 
     def inactive(self) -> "WorkloadBuilder":
@@ -257,11 +271,13 @@ class WorkloadBuilder(_Builder):
         return self
 
     def reclaimable(self, pod_set: str, count: int) -> "WorkloadBuilder":
+        """status.reclaimablePods entry: `count` pods of `pod_set` done (status: see `condition`)."""
         self._obj.setdefault("status", {}).setdefault("reclaimablePods", []).append({"name": pod_set, "count": count})
         return self
 
 
 def workload(name: str, namespace: str = "ns") -> WorkloadBuilder:
+    """A plain Workload `name` (no Job) in LocalQueue lq with no pod sets until a `pod_set` step."""
     return WorkloadBuilder({"apiVersion": KUEUE_API, "kind": "Workload", "metadata": {"name": name, "namespace": namespace},
                             "spec": {"queueName": "lq", "podSets": []}, "status": {"conditions": []}})
 
@@ -279,6 +295,7 @@ class LocalQueueBuilder(_Builder):
 
 
 def local_queue(name: str, namespace: str, cluster_queue: str) -> LocalQueueBuilder:
+    """A LocalQueue `name` in `namespace` pointing at ClusterQueue `cluster_queue`."""
     return LocalQueueBuilder({
         "apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": {"name": name, "namespace": namespace},
         "spec": {"clusterQueue": cluster_queue},
@@ -286,6 +303,7 @@ def local_queue(name: str, namespace: str, cluster_queue: str) -> LocalQueueBuil
 
 
 def workload_priority_class(name: str, value: int) -> _Builder:
+    """A WorkloadPriorityClass `name` with priority `value` (a Job or Workload names it with `priority_class`)."""
     return _Builder({"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": {"name": name},
                      "value": value, "description": f"kueue-harness priority {value}"})
 
@@ -307,18 +325,22 @@ def barrier(namespace: str, name: str = "barrier") -> list[_Builder]:
 
 class JobBuilder(_Builder):
     def queue(self, local_queue: str) -> "JobBuilder":
+        """Label kueue.x-k8s.io/queue-name: the LocalQueue Kueue submits its Workload to."""
         self._obj["metadata"]["labels"][QUEUE_LABEL] = local_queue
         return self
 
     def priority_class(self, name: str) -> "JobBuilder":
+        """Label kueue.x-k8s.io/priority-class: a WorkloadPriorityClass for its Workload."""
         self._obj["metadata"]["labels"][PRIORITY_CLASS_LABEL] = name
         return self
 
     def requests(self, **res: str) -> "JobBuilder":
+        """Resource requests of its one container, per resource (`cpu="1"`, `memory="1Gi"`)."""
         self._obj["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"].update(res)
         return self
 
     def parallelism(self, n: int) -> "JobBuilder":
+        """spec.parallelism and spec.completions `n` (default 1): `n` pods, each with the requests."""
         self._obj["spec"]["parallelism"] = n
         self._obj["spec"]["completions"] = n
         return self

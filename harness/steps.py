@@ -112,6 +112,57 @@ def builders() -> dict[str, Callable[..., Any]]:
     return {n: getattr(objects, n) for n in BUILDER_NAMES if callable(getattr(objects, n, None))}
 
 
+def step_names(built: Any) -> list[str]:
+    """The `with:` steps a built object (or a builder class) takes: its public methods but `obj`/`build`, sorted."""
+    return sorted(m for m in dir(built) if not m.startswith("_") and m not in _NOT_STEPS
+                  and callable(getattr(built, m, None)))
+
+
+def _plain_signature(fn: Callable[..., Any]) -> str:
+    """"(name, count, **requests)": a signature without annotations (and without `self`)."""
+    sig = inspect.signature(fn)
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values() if p.name != "self"]
+    return str(sig.replace(parameters=params, return_annotation=inspect.Signature.empty))
+
+
+def _first_sentence(fn: Any) -> str:
+    """The first sentence of `fn`'s docstring, on one line, with `|` escaped for a Markdown table."""
+    text = " ".join((inspect.getdoc(fn) or "").split())
+    m = re.match(r"(.+?\.)(?:\s+[A-Z(`]|$)", text)
+    return (m.group(1) if m else text).replace("|", "\\|")
+
+
+def builder_class(name: str) -> type | None:
+    """The builder class whose `with:` steps builder `name` takes (from its return annotation), or None when it
+    returns a list of objects (`barrier`: no `with:` steps)."""
+    import typing
+
+    ret = typing.get_type_hints(builders()[name]).get("return")
+    return ret if isinstance(ret, type) and issubclass(ret, objects._Builder) else None  # noqa: SLF001
+
+
+def builder_reference() -> str:
+    """The two tables of docs/fault-plans.md "Builders" (Markdown), generated from harness/objects.py so the doc
+    cannot drift (tests/unit/test_builder_doc.py compares them): every builder a plan's `create: {builder: …}`
+    may name (BUILDER_NAMES) with its `args` (the function's signature), what it makes (its docstring's first
+    sentence) and its `with:` steps (step_names of the class it returns); then every `with:` step with its
+    arguments, the builders that have it and what it does."""
+    rows = ["| builder | `args` | what it makes | `with:` steps |", "|---|---|---|---|"]
+    by_step: dict[tuple[str, str, str], list[str]] = {}
+    for name, fn in builders().items():
+        cls = builder_class(name)
+        names = step_names(cls) if cls is not None else []
+        rows.append(f"| `{name}` | `{name}{_plain_signature(fn)}` | {_first_sentence(fn)} | "
+                    f"{', '.join(f'`{m}`' for m in names) or 'none (it makes a list of objects)'} |")
+        for m in names:
+            method = getattr(cls, m)
+            by_step.setdefault((m, _plain_signature(method), _first_sentence(method)), []).append(name)
+    rows += ["", "| `with:` step | builders | what it does |", "|---|---|---|"]
+    for (m, sig, what), names in sorted(by_step.items()):
+        rows.append(f"| `{m}{sig}` | {', '.join(names)} | {what} |")
+    return "\n".join(rows) + "\n"
+
+
 def _call(fn: Callable[..., Any], args: Any, what: str) -> Any:
     """Call `fn` with plan args: a mapping is keywords, a list positionals, null nothing, else one value."""
     try:
@@ -154,8 +205,7 @@ def _by_builder(spec: dict[str, Any]) -> list[dict[str, Any]]:
         ((method, margs),) = item.items()
         fn = getattr(built, method, None) if isinstance(method, str) and not method.startswith("_") else None
         if fn is None or method in _NOT_STEPS or not callable(fn):
-            methods = sorted(m for m in dir(built) if not m.startswith("_") and m not in _NOT_STEPS
-                             and callable(getattr(built, m, None)))
+            methods = step_names(built)
             raise StepError(f"builder {name}: with[{i}]: {type(built).__name__} has no step {method!r}; it has "
                             f"{', '.join(methods) or 'none'}")
         built = _call(fn, margs, f"builder {name}: with[{i}] {method}")
@@ -782,3 +832,11 @@ class FactObserver:
             self.report(f.key, f.detail)
         except Exception as e:  # noqa: BLE001 - the rule may be gone; a wait step still sees it locally
             self.say(f"[kueue-harness] could not report fact {f.key}: {e}")
+
+
+if __name__ == "__main__":  # `python -m harness.steps builders`: the tables of docs/fault-plans.md "Builders"
+    import sys
+
+    if sys.argv[1:] != ["builders"]:
+        sys.exit("usage: python -m harness.steps builders  (prints docs/fault-plans.md's builder tables)")
+    print(builder_reference(), end="")
