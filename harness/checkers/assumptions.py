@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from harness.checkers.base import Finding, History, Objects, case_end, events, register, within_case
+from harness.checkers.base import (
+    Finding, History, Objects, case_end, events, register, restart_cut_flow_errors, within_case,
+)
 from harness.names import Names
 
 #: Flow errors that are the client's doing, not the proxy's: client-go cancels watches and requests.
@@ -173,7 +175,9 @@ class NoHoldExpired:
 @register
 class NoUnexplainedProxyFailure:
     """The proxy failed no request that no rule told it to fail (a `reset` rule kills flows on purpose;
-    a cancelled watch is client-go's normal behaviour)."""
+    a cancelled watch is client-go's normal behaviour). Errors of connections that are not the case's
+    (`restart_cut_flow_errors`: logged before the case started, or while a configuration change restarted
+    Kueue and its old process's connections died) are not counted."""
 
     name: ClassVar[str] = "no_unexplained_proxy_failure"
     kind: ClassVar[str] = "assumption"
@@ -181,8 +185,10 @@ class NoUnexplainedProxyFailure:
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         seen = within_case(history)
         reset_flows = {e.get("flow") for e in seen if e.get("event") == "reset"}
+        cut = restart_cut_flow_errors(seen)
         bad = [e for e in seen if e.get("source") == "proxy" and e.get("event") == "flow_error"
-               and e.get("flow") not in reset_flows and not any(m in str(e.get("error")) for m in CLIENT_SIDE_ERRORS)]
+               and e.get("flow") not in reset_flows and id(e) not in cut
+               and not any(m in str(e.get("error")) for m in CLIENT_SIDE_ERRORS)]
         if bad:
             return [_void(self.name, f"the proxy failed {len(bad)} request(s) on its own",
                           f"the proxy failed {len(bad)} request(s) it was not told to: "

@@ -183,6 +183,33 @@ def observed_until(history: History) -> float:
     return max(before, default=max((e["ts"] for e in history), default=0.0))
 
 
+#: Seconds before a `kueue_configured` restart's recorded duration in which the old Kueue process's
+#: connections may already be dying (the restart is timed from after the stop was asked for).
+RESTART_SLACK = 0.5
+
+
+def restart_cut_flow_errors(history: History) -> dict[int, str]:
+    """{id(event): why} for the proxy's `flow_error` events that are not the case's: connections of
+    the Kueue process a configuration change stopped (logged while a `kueue_configured` event with
+    restarted=true restarted Kueue: from its `seconds` (+RESTART_SLACK) before it to it; why
+    "restart"), and any other error logged before the case started (why "before"). Kueue's client
+    connections, its watches above all, die with the process that held them; that is expected, not a
+    proxy failure (harness/pytest_plugin.py configures Kueue before `case_started`)."""
+    t0 = next((e["ts"] for e in history if e.get("source") == "harness" and e.get("event") == "case_started"), None)
+    windows = [(float(e["ts"]) - float(e.get("seconds") or 0) - RESTART_SLACK, float(e["ts"])) for e in history
+               if e.get("source") == "harness" and e.get("event") == "kueue_configured" and e.get("restarted")
+               and isinstance(e.get("seconds", 0), (int, float))]
+    out: dict[int, str] = {}
+    for e in history:
+        if e.get("source") != "proxy" or e.get("event") != "flow_error":
+            continue
+        if any(a <= e["ts"] <= b for a, b in windows):
+            out[id(e)] = "restart"
+        elif t0 is not None and e["ts"] < t0:
+            out[id(e)] = "before"
+    return out
+
+
 def persistent_fail_rules(history: History) -> set[str]:
     """Ids of the `fail` rules loaded (`rule_added`) with `times: null`: they fail every write they match for
     as long as they are loaded, so a failure of theirs is the fault going on, not its end."""

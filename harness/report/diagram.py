@@ -12,7 +12,7 @@ from typing import Any
 
 from harness import actions, kueue_log, repeats
 from harness.checkers import Finding
-from harness.checkers.base import verdict_event, within_case
+from harness.checkers.base import restart_cut_flow_errors, verdict_event, within_case
 from harness.names import Names, _workload_names, case_t0
 
 #: Diagram lines beyond which uneventful watch deliveries and pass-through writes are dropped.
@@ -118,6 +118,10 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
                  if e.get("event") == "signal_done" and str(e.get("rule")) in step_rules}
     # A fact only wait steps wait for is said by the wait's own line.
     wait_ids = {i for i, r in step_rules.items() if r.get("action") == "wait"}
+    # Errors of connections that were not the case's (Kueue's old process, cut by a configuration restart,
+    # or anything before the case started): one note, as the proxy-failure assumption leaves them out.
+    cut = restart_cut_flow_errors(history)
+    cut_shown: set[str] = set()
     lines: list[_Line] = []
     plans_shown: set[str] = set()
     last_seen: dict[str, tuple] = {}
@@ -149,8 +153,11 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
                     continue  # Kueue's duplicate create of a Workload that exists: no part of the story
                 if fate and "held_request" in fate:
                     lines.append(_Line(ts, f"Kueue->>Proxy: {t(e)} {_clean(label)}", "msg", flow=flow))
+                elif fate and ("failed_request" in fate or "reset_request" in fate):
+                    # Answered (or cut) by the Proxy itself: kube-apiserver never saw this request.
+                    lines.append(_Line(ts, f"Kueue->>Proxy: {t(e)} {_clean(label)}", "msg", flow=flow, pair="ask"))
                 else:
-                    held = fate is not None and ("held_response" in fate or "failed_request" in fate or "reset_request" in fate)
+                    held = fate is not None and any(k in fate for k in ("held_response", "failed_response", "reset_response"))
                     lines.append(_Line(ts, f"Kueue->>API: {t(e)} {_clean(label)}", "msg", flow=flow,
                                        pair="" if held else "req", keep=held, extra={"label": label}))
             elif ev == "held":
@@ -170,11 +177,15 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
                     label = _write_label(((fate or {}).get("request") or {}).get("write") or {}, names) if fate else str(e.get("label", ""))
                     lines.append(_Line(ts, f"Proxy->>API: {t(e)} {_clean(label)}", "msg", flow=flow))
             elif ev == "failed":
-                lines.append(_Line(ts, f"Proxy--xKueue: {t(e)} {e.get('status')} injected (rule {_clean(str(e.get('rule')))})", "msg", flow=flow))
+                lines.append(_Line(ts, f"Proxy--xKueue: {t(e)} {e.get('status')} injected (rule {_clean(str(e.get('rule')))})", "msg", flow=flow,
+                                   pair="answer" if e.get("stage") == "request" and e.get("hold") is None else "",
+                                   extra={"said": f"{e.get('status')} injected (rule {_clean(str(e.get('rule')))})"}))
             elif ev in ("hold_expired", "hold_timeout"):
                 lines.append(_Line(ts, f"Note over Proxy: {t(e)} {e.get('hold')} {'hold expired' if ev == 'hold_expired' else 'plan timeout'}", flow=flow))
             elif ev == "reset":
-                lines.append(_Line(ts, f"Proxy--xKueue: {t(e)} stream reset (rule {_clean(str(e.get('rule')))})", "msg", flow=flow))
+                lines.append(_Line(ts, f"Proxy--xKueue: {t(e)} stream reset (rule {_clean(str(e.get('rule')))})", "msg", flow=flow,
+                                   pair="answer" if e.get("stage") == "request" else "",
+                                   extra={"said": f"stream reset (rule {_clean(str(e.get('rule')))})"}))
             elif ev == "delayed":
                 lines.append(_Line(ts, f"Note over Proxy: {t(e)} delay {e.get('seconds')}s (rule {_clean(str(e.get('rule')))})", flow=flow))
             elif ev == "response":
@@ -223,6 +234,12 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
                 where = "Kueue" if str(e.get("what", "")).startswith("Kueue logged") else "API"
                 lines.append(_Line(ts, f"Note over {where}: {t(e)} seen: {_wrap(names.text(str(e.get('what', ''))), 44)}",
                                    breaks=False))
+            elif ev == "flow_error" and id(e) in cut:
+                why = cut[id(e)]
+                if why not in cut_shown:  # one note for them all, at the first
+                    cut_shown.add(why)
+                    group = [x for x in history if cut.get(id(x)) == why]
+                    lines.append(_Line(ts, _cut_note(group, why, t), breaks=False))
             elif ev == "flow_error":
                 lines.append(_Line(ts, f"Note over Proxy: {t(e)} flow {flow} error: {_wrap(str(e.get('error', '')), 40)}", breaks=False))
         elif src == "harness":
@@ -268,11 +285,27 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
         lines.append(_Line(end, _verdict_note("", {}, verdict, findings), breaks=False))
     lines = _collapse_logs(lines, names, t0)
     lines = _merge_pairs(lines)
+    lines = _fold_cycles(lines, t0)
     if len(lines) > MAX_DIAGRAM_LINES:
-        lines = [ln for ln in lines if ln.keep]
+        lines = _fold_cycles([ln for ln in lines if ln.keep], t0)
     body = ["sequenceDiagram"] + [f"    participant {pid}" + (f" as {alias}" if alias != pid else "") for pid, alias in _PARTICIPANTS]
     body += ["    " + ln.text for ln in lines]
     return body
+
+
+def _cut_note(group: Sequence[Mapping[str, Any]], why: str, t: Any) -> str:
+    """One note for the flow errors `restart_cut_flow_errors` set apart (`why` "restart" or "before")."""
+    n = len(group)
+    when = t(group[0]) if n == 1 else f"{t(group[0])} to {t(group[-1])}"
+    flows = sorted({int(x["flow"]) for x in group if str(x.get("flow", "")).isdigit()})
+    if why == "restart":
+        what = (f"{n} request{'s' if n > 1 else ''} of the previous Kueue process {'were' if n > 1 else 'was'} cut "
+                "by its restart (configuration change)")
+    else:
+        what = f"{n} request{'s' if n > 1 else ''} from before the case started ended with an error (not the case's)"
+    if flows:
+        what += f", flow{'s' if len(flows) > 1 else ''} " + ", ".join(map(str, flows[:6])) + (" …" if len(flows) > 6 else "")
+    return f"Note over Proxy: {when}<br/>{_wrap(what, 44)}"
 
 
 def _step_line(done: Mapping[str, Any], rule: Mapping[str, Any], fired: Mapping[str, Any], names: Names,
@@ -386,10 +419,16 @@ def _collapse_logs(lines: list[_Line], names: Names, t0: float) -> list[_Line]:
 
 
 def _merge_pairs(lines: list[_Line]) -> list[_Line]:
-    """A pass-through write whose answer comes next becomes one arrow: "create Workload job1 → 201"."""
+    """A pass-through write whose answer comes next becomes one arrow: "create Workload job1 → 201"; a
+    write the Proxy answered itself (a fail or reset rule at the request stage, no hold) whose answer comes
+    next becomes one arrow ending at the Proxy: "Kueue-xProxy: eviction v2 → 500 injected (rule r)"."""
     out: list[_Line] = []
     for ln in lines:
         prev = out[-1] if out else None
+        if ln.pair == "answer" and prev is not None and prev.pair == "ask" and prev.flow == ln.flow:
+            prev.text = prev.text.replace("Kueue->>Proxy:", "Kueue-xProxy:", 1) + f" → {ln.extra['said']}"
+            prev.pair = ""
+            continue
         if ln.pair == "resp" and prev is not None and prev.pair == "req" and prev.flow == ln.flow:
             prev.text += f" → {ln.extra.get('status')}{ln.extra.get('rv', '')}"  # the answer, on the same arrow
             prev.pair = ""
@@ -397,6 +436,70 @@ def _merge_pairs(lines: list[_Line]) -> list[_Line]:
             continue
         out.append(ln)
     return out
+
+
+#: The longest cycle of lines (`_fold_cycles`) folded into one occurrence, and how often it must repeat.
+CYCLE_MAX = 4
+CYCLE_MIN_REPEATS = 3
+# What a repeated line may differ in: times ("1.206s"), flow numbers, resourceVersions, hold ids.
+_VARYING = re.compile(r"-?\d+\.\d{3}s|\bflows? \d+(?:[–-]\d+)?|\brv \d+|\bh\d+\b")
+
+
+def _shape(ln: _Line) -> str | None:
+    """A line as it repeats: its text without times, flow numbers, resourceVersions and hold ids. None
+    for a line that never counts as a repetition (a fold's own note)."""
+    if ln.extra.get("fold"):
+        return None
+    return _VARYING.sub("·", ln.text)
+
+
+def _fold_cycles(lines: list[_Line], t0: float) -> list[_Line]:
+    """A block of 1 to CYCLE_MAX lines that repeats back to back CYCLE_MIN_REPEATS times or more (the same
+    texts but for times, flow numbers, resourceVersions and hold ids; a fault rule with `times: null`
+    failing the same write over and over, kubernetes-sigs/kueue#14863) is drawn once, followed by a note
+    "the 3 lines above repeated N more times … until t". Folded only when that saves 2 lines or more; the
+    block's lines are kept even when the diagram is cut to MAX_DIAGRAM_LINES, so the note stays true."""
+    shapes = [_shape(ln) for ln in lines]
+    out: list[_Line] = []
+    i, n = 0, len(lines)
+    while i < n:
+        best = None  # (lines covered, period, repeats)
+        for k in range(1, CYCLE_MAX + 1):
+            block = shapes[i:i + k]
+            if len(block) < k or None in block:
+                break
+            reps = 1
+            while shapes[i + reps * k:i + (reps + 1) * k] == block:
+                reps += 1
+            if reps >= CYCLE_MIN_REPEATS and reps * k - (k + 1) >= 2 and (best is None or reps * k > best[0]):
+                best = (reps * k, k, reps)
+        if best is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        covered, k, reps = best
+        first, rest = lines[i:i + k], lines[i + k:i + covered]
+        for ln in first:
+            ln.keep = True
+        end = max(max(ln.ts, ln.extra.get("last", ln.ts)) for ln in rest)
+        flows = sorted({int(ln.flow) for ln in rest if ln.flow is not None})
+        span = f", flows {flows[0]}–{flows[-1]}" if len(flows) > 1 else (f", flow {flows[0]}" if flows else "")
+        what = "line above" if k == 1 else f"{k} lines above"
+        note = (f"the {what} repeated {reps - 1} more time{'s' if reps > 2 else ''} (×{reps} in all) until "
+                f"{end - t0:.3f}s{span}")
+        out += first
+        out.append(_Line(end, f"Note over {_span(first)}: {_wrap(note, 50)}", breaks=False, extra={"fold": True}))
+        i += covered
+    return out
+
+
+def _span(block: Sequence[_Line]) -> str:
+    """The participants a note over `block` spans: "Kueue,API" (first and last in diagram order)."""
+    order = [pid for pid, _ in _PARTICIPANTS]
+    used = {p for ln in block for m in [_MSG.match(ln.text) or _NOTE.match(ln.text)] if m
+            for p in m.groups()[:2] if p in order}
+    used = sorted(used or {"Kueue"}, key=order.index)
+    return used[0] if len(used) == 1 else f"{used[0]},{used[-1]}"
 
 
 _NODE = r"[A-Za-z][A-Za-z0-9_]*"

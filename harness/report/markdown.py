@@ -178,10 +178,16 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
             else ["No fault rule: this run is a control (the same objects and order, nothing held)."]) + [""]
     out += ["## Timeline", "",
             f"Seconds since the case started ({_utc(t0)}). `Kueue->>kube-apiserver` arrows pass through the Proxy "
-            "unchanged; a write the Proxy parks is drawn to the Proxy, with its HOLD and its release. Dotted "
-            "arrows are what Kueue's Workload watch delivered (only deliveries that changed a Workload's "
-            "conditions). Notes over Kueue are its log lines about the case's Workloads; a line repeated "
-            "before anything else happened is one note with its count (×N).", "",
+            "unchanged; a write the Proxy parks is drawn to the Proxy, with its HOLD and its release; a write the "
+            "Proxy answers itself (a `fail` or `reset` rule at the request stage) ends at the Proxy with a cross "
+            "(`Kueue-xProxy: … → 500 injected`), as kube-apiserver never saw it. Dotted arrows with an open head "
+            "are what Kueue's Workload watch delivered (only deliveries that changed a Workload's conditions); "
+            "other dotted arrows are answers. Notes over Kueue are its log lines about the case's Workloads; a "
+            "line repeated before anything else happened is one note with its count (×N). Up to 4 lines that "
+            "repeat as a cycle (the same but for times, flow numbers, resourceVersions and hold ids) are drawn "
+            "once, followed by a note saying how often and until when they repeated. Errors of connections that "
+            "were not the case's (the previous Kueue process's, cut when a configuration change restarted it) "
+            "are one note.", "",
             "```mermaid"] + diagram_lines(history, names, recorded, findings) + ["```", ""]
     out += race.race_section(history, names, writes or {}, managed or {})
     out += ["## Checker findings", "",

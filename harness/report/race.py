@@ -13,6 +13,7 @@ apply removed.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ MANAGED_FILE = "managed-fields.yaml"
 FAULT_EVENTS = ("held", "failed", "delayed", "reset", "hold_expired", "hold_timeout")
 #: Request bodies longer than this (characters) are cut in report.md (writes.json keeps them whole).
 BODY_SHOWN = 6000
+#: RFC 3339 times in a body (lastTransitionTime): alike writes may differ in them only.
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 
 
 # ---- from flows ----------------------------------------------------------------------------------------
@@ -220,8 +223,11 @@ def _fate(history: Sequence[Mapping[str, Any]], flow: int, t0: float) -> str:
             parts.append(f"{what} held as {e.get('hold')} by rule `{e.get('rule')}` {t}")
         elif ev == "released":
             parts.append(f"{e.get('hold')} released {t} ({e.get('why')})")
+        elif ev == "failed" and e.get("stage") == "response":
+            parts.append(f"the answer replaced with {e.get('status')} by rule `{e.get('rule')}` {t}")
         elif ev == "failed":
-            parts.append(f"answered {e.get('status')} by rule `{e.get('rule')}` {t}")
+            parts.append(f"answered {e.get('status')} by the proxy, rule `{e.get('rule')}` {t} (kube-apiserver "
+                         "never saw it)")
         elif ev in ("delayed", "reset", "hold_expired", "hold_timeout"):
             parts.append(f"{ev.replace('_', ' ')} by rule `{e.get('rule')}` {t}")
         elif ev == "response":
@@ -284,61 +290,118 @@ def _removed_by(writes: Mapping[str, Mapping[str, Any]], order: Sequence[int]) -
     return out
 
 
+def _by_flow(history: Sequence[Mapping[str, Any]], flows: Iterable[int]) -> dict[int, list[Mapping[str, Any]]]:
+    """{flow: its proxy events in history order} for `flows`."""
+    out: dict[int, list[Mapping[str, Any]]] = {f: [] for f in flows}
+    for e in history:
+        if e.get("source") == "proxy" and isinstance(e.get("flow"), int) and e["flow"] in out:
+            out[e["flow"]].append(e)
+    return out
+
+
+def _likeness(evs: Sequence[Mapping[str, Any]], w: Mapping[str, Any]) -> tuple:
+    """What makes two decisive writes alike: the rules that touched them, the kind of write, the object,
+    and the outcome (what the proxy did, at which stage, with which status; not when, nor hold ids)."""
+    req = next((e for e in evs if e.get("event") == "request"), {})
+    wr = req.get("write") if isinstance(req.get("write"), Mapping) else {}
+    what = (wr.get("write"), wr.get("kind"), wr.get("namespace"), wr.get("name")) if wr else (w.get("label"),)
+    rules = tuple(sorted({str(e.get("rule")) for e in evs if e.get("event") in FAULT_EVENTS}))
+    outcome = tuple((e.get("event"), e.get("stage"), e.get("status")) for e in evs
+                    if e.get("event") in FAULT_EVENTS + ("released", "response"))
+    return rules, what, outcome, w.get("status")
+
+
+def _write_section(f: int, w: Mapping[str, Any], evs: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]],
+                   names: Names, t0: float) -> tuple[list[str], str]:
+    """One decisive write's section ("### flow N: label", its table, its body) and what it says apart from
+    its fate (to tell whether two alike writes differ in anything but their times)."""
+    label = names.text(str(w.get("label") or next((e.get("label") for e in evs if e.get("label")), f"flow {f}")))
+    out = [f"### flow {f}: {label}", ""]
+    rows = [["in the proxy", _fate(evs, f, t0)]]
+    # A fail or reset rule at the request stage answers in kube-apiserver's place.
+    by_proxy = any(e.get("event") in ("failed", "reset") and e.get("stage") == "request" for e in evs)
+    if w:
+        q = _query(str(w.get("path", "")))
+        mode = "server-side apply" if "apply" in str(w.get("content_type")) else str(w.get("content_type") or "-")
+        rows.append(["request", f"{w.get('method')} `{w.get('path', '')}`"])
+        rows.append(["field manager", f"`{q.get('fieldManager', '-')}`, {mode}"
+                                      + (", forced (`force=true`)" if q.get("force") == "true" else "")])
+        body = w.get("body")
+        meta = body.get("metadata") if isinstance(body, Mapping) else None
+        strict = isinstance(meta, Mapping) and bool(meta.get("resourceVersion"))
+        rows.append(["conditions in the body", ", ".join(f"{c.get('type')}={c.get('status')}"
+                                                        for c in _conditions(body)) or "none"])
+        rows.append(["precondition", "resourceVersion " + str(meta.get("resourceVersion")) if strict
+                     else "none (loose: no metadata.resourceVersion in the body)"])
+        ans = w.get("answer") or {}
+        if w.get("status") is not None:
+            got = f"{w.get('status')}"
+            if ans.get("resource_version"):
+                got += f", resourceVersion {ans['resource_version']}, conditions " + (
+                    ", ".join(f"{c.get('type')}={c.get('status')}" for c in ans.get("conditions") or []) or "none")
+            elif ans.get("reason"):
+                got += f" {ans.get('reason')}: {names.text(str(ans.get('message', '')))}"
+            rows.append(["the proxy answered (kube-apiserver never saw the request)" if by_proxy
+                         else "kube-apiserver answered", got])
+        owners = _owners(ans.get("managed_fields") or [])
+        if owners:
+            rows.append(["status.conditions owned after it (the answer's managedFields)", "<br>".join(owners)])
+    out += _table(rows) + [""]
+    text = ""
+    if w.get("body") is not None:
+        text = json.dumps(w["body"], indent=1) if not isinstance(w["body"], str) else w["body"]
+        if len(text) > BODY_SHOWN:
+            text = text[:BODY_SHOWN] + f"\n… ({len(text) - BODY_SHOWN} more characters in writes.json)"
+        out += ["<details><summary>request body (redacted)</summary>", "", "```json", text.replace("```", "'''"),
+                "```", "", "</details>", ""]
+    return out, _TIMESTAMP.sub("·", json.dumps(rows[1:]) + text)
+
+
 def race_section(history: Sequence[Mapping[str, Any]], names: Names, writes: Mapping[str, Mapping[str, Any]],
                  managed: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
     """Markdown lines of "The writes that decided the verdict" ([] when no fault rule touched a flow): per
     write its fate in the proxy, the conditions its body sets, the field manager and apply mode, the
     answer's owners of status.conditions, its request body (redacted, in a collapsed block); then what a
-    later forced apply removed, and the final objects' owners of status.conditions."""
+    later forced apply removed, and the final objects' owners of status.conditions. Writes alike (the same
+    rules, kind of write, object and outcome: a `fail` rule with `times: null` failing one write again and
+    again, kubernetes-sigs/kueue#14863) are shown once: the first, the last when it differs in more than
+    its times, and "…and N more like it (flows a–b)" for the rest, with when they were sent."""
     order = decisive_flows(history)
     if not order:
         return []
     t0 = case_t0(history)
     out = ["## The writes that decided the verdict", "",
            "The writes a fault rule touched, as the proxy recorded them (bodies from flows.mitm, redacted; "
-           "writes.json has them whole). Times are seconds since the case started, as in the timeline.", ""]
+           "writes.json has them whole). Times are seconds since the case started, as in the timeline. Writes "
+           "alike (the same rules, kind of write, object and outcome) are shown once: the first, and the last "
+           "when it differs in more than its times.", ""]
     if writes.get("_error"):
         out += [f"writes.json could not be made from the flows ({writes['_error']}); flows.mitm has the bodies.", ""]
     elif not writes:
         out += ["The bundle has no writes.json and no readable flows.mitm, so the bodies cannot be shown.", ""]
+    evs = _by_flow(history, order)
+    groups: dict[tuple, list[int]] = {}
     for f in order:
-        w = writes.get(str(f)) or {}
-        label = names.text(str(w.get("label") or next((e.get("label") for e in history if e.get("flow") == f
-                                                         and e.get("label")), f"flow {f}")))
-        out += [f"### flow {f}: {label}", ""]
-        rows = [["in the proxy", _fate(history, f, t0)]]
-        if w:
-            q = _query(str(w.get("path", "")))
-            mode = "server-side apply" if "apply" in str(w.get("content_type")) else str(w.get("content_type") or "-")
-            rows.append(["request", f"{w.get('method')} `{w.get('path', '')}`"])
-            rows.append(["field manager", f"`{q.get('fieldManager', '-')}`, {mode}"
-                                          + (", forced (`force=true`)" if q.get("force") == "true" else "")])
-            body = w.get("body")
-            meta = body.get("metadata") if isinstance(body, Mapping) else None
-            strict = isinstance(meta, Mapping) and bool(meta.get("resourceVersion"))
-            rows.append(["conditions in the body", ", ".join(f"{c.get('type')}={c.get('status')}"
-                                                            for c in _conditions(body)) or "none"])
-            rows.append(["precondition", "resourceVersion " + str(meta.get("resourceVersion")) if strict
-                         else "none (loose: no metadata.resourceVersion in the body)"])
-            ans = w.get("answer") or {}
-            if w.get("status") is not None:
-                got = f"{w.get('status')}"
-                if ans.get("resource_version"):
-                    got += f", resourceVersion {ans['resource_version']}, conditions " + (
-                        ", ".join(f"{c.get('type')}={c.get('status')}" for c in ans.get("conditions") or []) or "none")
-                elif ans.get("reason"):
-                    got += f" {ans.get('reason')}: {names.text(str(ans.get('message', '')))}"
-                rows.append(["kube-apiserver answered", got])
-            owners = _owners(ans.get("managed_fields") or [])
-            if owners:
-                rows.append(["status.conditions owned after it (the answer's managedFields)", "<br>".join(owners)])
-        out += _table(rows) + [""]
-        if w.get("body") is not None:
-            text = json.dumps(w["body"], indent=1) if not isinstance(w["body"], str) else w["body"]
-            if len(text) > BODY_SHOWN:
-                text = text[:BODY_SHOWN] + f"\n… ({len(text) - BODY_SHOWN} more characters in writes.json)"
-            out += ["<details><summary>request body (redacted)</summary>", "", "```json", text.replace("```", "'''"),
-                    "```", "", "</details>", ""]
+        groups.setdefault(_likeness(evs[f], writes.get(str(f)) or {}), []).append(f)
+    for members in groups.values():
+        first, last = members[0], members[-1]
+        lines, said = _write_section(first, writes.get(str(first)) or {}, evs[first], history, names, t0)
+        out += lines
+        if len(members) == 1:
+            continue
+        last_lines, last_said = _write_section(last, writes.get(str(last)) or {}, evs[last], history, names, t0)
+        shown_last = last_said != said
+        rest = members[1:-1] if shown_last else members[1:]
+        if rest:
+            sent = [e["ts"] - t0 for f in rest for e in evs[f] if e.get("event") == "request"]
+            when = (f", sent from {min(sent):.3f}s to {max(sent):.3f}s" if len(sent) > 1
+                    else f", sent {sent[0]:.3f}s" if sent else "")
+            flows = f"flows {rest[0]}–{rest[-1]}" if len(rest) > 1 else f"flow {rest[0]}"
+            out += [f"…and {len(rest)} more like it ({flows}{when}): the same rules, write, object and outcome as "
+                    f"flow {first}" + ("" if shown_last else ", differing only in times (when sent, lastTransitionTime)")
+                    + "; writes.json has each.", ""]
+        if shown_last:
+            out += last_lines
     proofs = _removed_by(writes, order)
     if proofs:
         out += ["**What the forced apply did:** " + " ".join(names.text(p) for p in proofs), ""]
