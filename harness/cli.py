@@ -293,17 +293,23 @@ def _hold_lines(st: dict) -> list[str]:
     return lines
 
 
-def _rule_lines(st: dict) -> list[str]:
-    """The loaded rules with their hits (requests or events they acted on, of `times`); for a rule without
-    hits, a warning when a write came by that it names wrongly (`name: job1` for job-job1-62dce), else a
-    note of the first write of its kind that came by with another name."""
+def _rule_lines(st: dict, now: float | None = None) -> list[str]:
+    """The loaded rules with their hits (requests or events they acted on, of `times`) — or, for a plan step
+    or process fault, its state (`signal_state`); for a rule without hits, a warning when a write came by
+    that it names wrongly (`name: job1` for job-job1-62dce), else a note of the first write of its kind that
+    came by with another name; the facts that can never hold (a glob that matched several objects)."""
     from harness.notices import unmatched_sentence
 
     if not st["rules"]:
         return []
-    lines = [f"{'rule':<22} {'action':<18} {'hits':>9}"]
+    signals = {s["rule"]: s for s in st.get("signals") or ()}
+    # Steps and process faults show their state under the hits column (docs/manual-session.md's layout otherwise).
+    lines = [f"{'rule':<22} {'action':<18} {'hits':>9}" + (" / state of a step or process fault" if signals else "")]
     for r in st["rules"]:
         rule = r["rule"]
+        if rule["id"] in signals:
+            lines.append(f"{rule['id']:<22} {rule.get('action', ''):<18} {signal_state(signals[rule['id']], now)}")
+            continue
         times = rule.get("times")
         hits = f"{r['hits']} of {times}" if times is not None else f"{r['hits']}"
         lines.append(f"{rule['id']:<22} {rule.get('action', ''):<18} {hits:>9}")
@@ -311,7 +317,28 @@ def _rule_lines(st: dict) -> list[str]:
             lines.append(f"  WARNING: {unmatched_sentence(rule['id'], r['warning'])}")
         elif r.get("near_miss"):
             lines.append(f"  note: nothing matched yet; {r['near_miss']['label']} came by: {r['near_miss']['hint']}")
+    for problem in (st.get("fact_problems") or {}).values():
+        lines.append(f"PROBLEM: {problem}")
     return lines
+
+
+def signal_state(sig: dict, now: float | None = None) -> str:
+    """A plan step's or process fault's state from `GET /state`'s `signals` entry (the proxy's `signalled` and
+    `signal_done`): "waiting for triggers: step queues done, Workload/w1 QuotaReserved=True", "running (1.2 s)",
+    "done ok (0.049 s)", "failed (StepError: …)"."""
+    if sig.get("done"):
+        res = sig.get("result") or {}
+        if sig.get("ok"):
+            seconds = res.get("seconds")
+            return f"done ok ({seconds:g} s)" if isinstance(seconds, (int, float)) else "done ok"
+        return f"failed ({res.get('error') or 'no error given'})"
+    if sig.get("fired") is not None:
+        return f"running ({max(0.0, (now or time.time()) - float(sig['fired'])):.1f} s)"
+    waiting = list(sig.get("waiting_for") or ())
+    timeout = f"; fires after its release.timeout of {sig['timeout']:g} s" if sig.get("timeout") else ""
+    if waiting:
+        return f"waiting for triggers: {', '.join(waiting)}{timeout}"
+    return f"waiting{timeout or ' (its triggers hold: firing now)'}"
 
 
 def _expired_lines(st: dict) -> list[str]:

@@ -202,8 +202,9 @@ class Match:
 TRIGGER_KINDS = ("rule", "delivered", "step", "log", "object")
 #: Condition statuses an `{object: …, condition: T, status: S}` trigger may wait for.
 CONDITION_STATUSES = ("True", "False", "Unknown")
-#: "Kind/name" or "Kind.group/name" (Workload/w1, ClusterQueue/${namespace}-cq, Job.batch/j1).
-_OBJECT_REF = re.compile(r"[A-Z][A-Za-z0-9]*(\.[a-z0-9][a-z0-9.-]*)?/[a-z0-9$][a-z0-9.${}-]*")
+#: "Kind/name" or "Kind.group/name" (Workload/w1, ClusterQueue/${namespace}-cq, Job.batch/j1); the name may be
+#: an fnmatch glob (Workload/job-a-*: harness/steps.py FactObserver, "exactly one object when it matters").
+_OBJECT_REF = re.compile(r"[A-Z][A-Za-z0-9]*(\.[a-z0-9][a-z0-9.-]*)?/[a-z0-9$*?\[][a-z0-9.${}*?\[\]!-]*")
 
 
 def check_regex(pattern: Any, what: str) -> None:
@@ -295,7 +296,10 @@ class Trigger:
         if kind == "object":
             if not _OBJECT_REF.fullmatch(d["object"]):
                 raise RuleError(f"{where}: object {d['object']!r} is not Kind/name (e.g. Workload/w1, "
-                                "ClusterQueue/${namespace}-cq)")
+                                "ClusterQueue/${namespace}-cq, Workload/job-a-* for Job a's Workload)")
+            name = d["object"].split("/", 1)[1]
+            if name.count("[") != name.count("]"):
+                raise RuleError(f"{where}: object {d['object']!r}: glob {name!r} has an unbalanced '['")
             if d.get("namespace") is not None and not isinstance(d["namespace"], str):
                 raise RuleError(f"{where}: namespace must be a string")
             what = [k for k in ("deleted", "condition", "field") if d.get(k) is not None]

@@ -86,7 +86,8 @@ class Nemesis:
         self.tick_namespace, self.say, self.poll = tick_namespace, say, poll
         self.namespace = namespace
         self.rest = steps.KubeRest(api_client) if api_client is not None else None
-        self.facts = steps.FactObserver(self.rest, kueue_log, self._report_fact, namespace, say)
+        self.facts = steps.FactObserver(self.rest, kueue_log, self._report_fact, namespace, say,
+                                        report_problem=self._report_fact_problem)
         self._cancel = threading.Event()  # set by stop(): wait steps still waiting give up
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -241,6 +242,9 @@ class Nemesis:
 
     def _report_fact(self, key: str, detail: dict[str, Any]) -> None:
         self.proxy.add_fact(key, detail)
+
+    def _report_fact_problem(self, key: str, problem: str) -> None:
+        self.proxy.fact_problem(key, problem)
 
     # ---- the loop --------------------------------------------------------------------------------
     def _run(self) -> None:

@@ -271,6 +271,12 @@ class Proxy:
         it (404)."""
         return self._call("POST", "/facts", {"fact": key, "detail": detail})
 
+    def fact_problem(self, key: str, problem: str) -> dict[str, Any]:
+        """Tell the proxy that fact `key` can never hold (`problem`: why, e.g. its name glob matched several
+        objects when it mattered; harness/steps.py FactObserver): it logs `fact_problem` once, and the fact
+        stays unseen. Returns that event. Raises ProxyError when no loaded rule waits for it (404)."""
+        return self._call("POST", "/facts", {"fact": key, "problem": problem})
+
     def begin_case(self) -> None:
         """From now on, waits see only events that happen from here on: a case must never be satisfied by
         an event of an earlier case (rule ids such as "admission-job1" recur in every seed case)."""

@@ -573,26 +573,34 @@ class KubeRest:
             raise self._refused(status, data, f"delete {spec.get('object')}")
         return data
 
-    def list_named(self, spec: Mapping[str, Any], default_ns: str) -> tuple[dict[str, Any] | None, str]:
-        """(the object or None, the list's resourceVersion) by a field-selector list, so a watch can go on
-        from there. Raises StepError."""
-        api_version, plural, namespaced, ns, name = self.target(spec, default_ns)
-        status, data = self.request("GET", self.path(api_version, plural, namespaced, ns),
-                                    query={"fieldSelector": f"metadata.name={name}"})
+    def _selector(self, spec: Mapping[str, Any], default_ns: str) -> tuple[str, dict[str, str]]:
+        """(the list path of a spec's kind and namespace, the query naming its object): a field selector for
+        an exact name; nothing for a glob (GLOB_CHARS), whose objects the caller picks out with fnmatch."""
+        kind, group, name = parse_ref(spec.get("object"))
+        api_version, plural, namespaced = self.resolve(kind, group)
+        ns = (spec.get("namespace") or default_ns) if namespaced else None
+        return (self.path(api_version, plural, namespaced, ns),
+                {} if is_glob(name) else {"fieldSelector": f"metadata.name={name}"})
+
+    def list_objects(self, spec: Mapping[str, Any], default_ns: str) -> tuple[list[dict[str, Any]], str]:
+        """(the objects, the list's resourceVersion) of a spec's `object`: the one object of an exact name (or
+        none), or every object of its kind and namespace when the name is a glob (the caller matches them), so
+        a watch can go on from there. Raises StepError."""
+        path, query = self._selector(spec, default_ns)
+        status, data = self.request("GET", path, query=query)
         if status != 200:
             raise self._refused(status, data, f"list {spec.get('object')}")
-        items = data.get("items") or []
-        return (items[0] if items else None), str((data.get("metadata") or {}).get("resourceVersion") or "")
+        return list(data.get("items") or []), str((data.get("metadata") or {}).get("resourceVersion") or "")
 
-    def watch_named(self, spec: Mapping[str, Any], default_ns: str, resource_version: str,
-                    seconds: int = 10) -> Any:
-        """The open watch response for one object from `resource_version` (kube-apiserver ends it after
-        `seconds`); iterate it with `watch_events`. Raises StepError."""
-        api_version, plural, namespaced, ns, name = self.target(spec, default_ns)
-        status, resp = self.request("GET", self.path(api_version, plural, namespaced, ns),
-                                    query={"fieldSelector": f"metadata.name={name}", "watch": "true",
-                                           "resourceVersion": resource_version, "allowWatchBookmarks": "true",
-                                           "timeoutSeconds": str(seconds)}, timeout=seconds + 5, stream=True)
+    def watch_objects(self, spec: Mapping[str, Any], default_ns: str, resource_version: str,
+                      seconds: int = 10) -> Any:
+        """The open watch response, from `resource_version`, for the objects `list_objects` lists (kube-apiserver
+        ends it after `seconds`); iterate it with `watch_events`. Raises StepError."""
+        path, query = self._selector(spec, default_ns)
+        status, resp = self.request("GET", path,
+                                    query={**query, "watch": "true", "resourceVersion": resource_version,
+                                           "allowWatchBookmarks": "true", "timeoutSeconds": str(seconds)},
+                                    timeout=seconds + 5, stream=True)
         if status != 200:
             try:
                 data = json.loads(resp.read() or b"{}")
@@ -622,29 +630,47 @@ def watch_events(resp: Any) -> Any:
 # ---- facts: what triggers and wait steps wait for --------------------------------------------------
 
 
-def object_fact_holds(fact: Mapping[str, Any], obj: Mapping[str, Any] | None) -> bool:
-    """Whether an `{object: …}` fact's condition or field holds on `obj` (a version of the object; None:
-    absent). Deletion is judged by `FactObserver`, which sees the object go."""
+def object_fact_match(fact: Mapping[str, Any], obj: Mapping[str, Any] | None) -> str | None:
+    """What of `obj` (a version of the object; None: absent) satisfies an `{object: …}` fact's condition or
+    field, in words — "QuotaReserved=True(QuotaReserved)", "$.spec.suspend = false" — or None when it does not
+    hold. Deletion is judged by `FactObserver`, which sees the object go."""
     if obj is None:
-        return False
+        return None
     if fact.get("condition"):
         c = objects.condition(dict(obj), str(fact["condition"]))
-        return c is not None and c.get("status") == fact.get("status", "True")
+        if c is None or c.get("status") != fact.get("status", "True"):
+            return None
+        return f"{c.get('type')}={c.get('status')}({c.get('reason', '')})"
     if fact.get("field"):
         from harness.faults import _jsonpath, fact_value
 
         found = [m.value for m in _jsonpath(str(fact["field"])).find(dict(obj))]
-        if fact.get("equals") is None:
-            return bool(found)
-        return any(fact_value(v) == fact_value(fact["equals"]) for v in found)
-    return False
+        if fact.get("equals") is not None:
+            found = [v for v in found if fact_value(v) == fact_value(fact["equals"])]
+        return f"{fact['field']} = {fact_value(found[0])}" if found else None
+    return None
 
 
-def _state_line(obj: Mapping[str, Any] | None) -> str:
+def object_fact_holds(fact: Mapping[str, Any], obj: Mapping[str, Any] | None) -> bool:
+    """Whether an `{object: …}` fact's condition or field holds on `obj` (see `object_fact_match`)."""
+    return object_fact_match(fact, obj) is not None
+
+
+def _rv(obj: Mapping[str, Any] | None) -> Any:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
+
+
+def _state_line(fact: Mapping[str, Any], obj: Mapping[str, Any] | None) -> str:
+    """What a fact's object looks like now, for "last observed": the field's values for a field fact
+    ("$.spec.suspend = true at rv 129", "$.status.admission: not set at rv 129"), else its conditions."""
     if obj is None:
         return "absent"
-    rv = (obj.get("metadata") or {}).get("resourceVersion")
-    return f"rv {rv}: {objects.conditions_summary(dict(obj))}"
+    if fact.get("field"):
+        from harness.faults import _jsonpath, fact_value
+
+        found = [fact_value(m.value) for m in _jsonpath(str(fact["field"])).find(dict(obj))]
+        return f"{fact['field']} {'= ' + ', '.join(found) if found else 'not set'} at rv {_rv(obj)}"
+    return f"rv {_rv(obj)}: {objects.conditions_summary(dict(obj))}"
 
 
 class _Fact:
@@ -652,6 +678,8 @@ class _Fact:
         self.key, self.spec, self.since, self.private = key, spec, since, private
         self.owners: set[str] = set()
         self.detail: dict[str, Any] | None = None
+        #: Why the fact can never hold (a glob that matched several objects when it mattered): a wait fails.
+        self.error: str | None = None
         self.regex = re.compile(spec["log"]) if spec.get("log") else None
         self.last = "not observed yet"
 
@@ -666,13 +694,21 @@ class FactObserver:
     object is read and then watched from then on (one thread per object). Log lines are read by `poll()`,
     which the Nemesis calls in its loop; the last LOOKBACK seconds of lines are kept so that a fact
     registered a moment after its plan loaded still sees the lines in between.
+
+    An object's name may be a glob (GLOB_CHARS; `Workload/job-a-*`, the Workload Kueue made for Job a): every
+    object of the kind and namespace is watched and those the glob matches are judged. It must match exactly
+    one object *when it matters*: when a matching object satisfies the condition or field, or is deleted,
+    no other matching object may exist then. If one does, the fact can never hold: `report_problem(key,
+    problem)` tells the proxy (it logs `fact_problem`) and a `wait` on it fails with StepError at once.
     """
 
     LOOKBACK = 10.0
 
     def __init__(self, rest: KubeRest | None, kueue_log_path: Path | None, report: Callable[[str, dict[str, Any]], None],
-                 namespace: str = DEFAULT_NAMESPACE, say: Callable[[str], None] = lambda s: None) -> None:
+                 namespace: str = DEFAULT_NAMESPACE, say: Callable[[str], None] = lambda s: None,
+                 report_problem: Callable[[str, str], None] | None = None) -> None:
         self.rest, self.report, self.namespace, self.say = rest, report, namespace, say
+        self.report_problem = report_problem
         self._tail = JsonlTail(kueue_log_path, from_end=True) if kueue_log_path is not None else None
         self._recent: deque[tuple[float, str]] = deque()
         self._facts: dict[str, _Fact] = {}
@@ -729,13 +765,16 @@ class FactObserver:
 
     def wait(self, key: str, timeout: float, cancel: threading.Event) -> dict[str, Any]:
         """Block until fact `key` was seen (returns what was seen), at most `timeout` seconds. Raises
-        TimeoutError (saying what was last observed) or InterruptedError when `cancel` is set."""
+        TimeoutError (saying what was last observed), StepError when the fact can never hold (its glob
+        matched several objects when it mattered), or InterruptedError when `cancel` is set."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
                 f = self._facts.get(key)
                 if f is not None and f.detail is not None:
                     return f.detail
+                if f is not None and f.error is not None:
+                    raise StepError(f.error)
                 if cancel.is_set():
                     raise InterruptedError("cancelled: the case ended first")
                 left = deadline - time.monotonic()
@@ -788,37 +827,91 @@ class FactObserver:
 
     def _watch_loop(self, f: _Fact) -> None:
         spec = f.spec
-        existed = False
-        while not self._stop.is_set() and f.detail is None and f.key in self._facts:
+        kind, _, pattern = parse_ref(spec["object"])
+        glob = is_glob(pattern)
+        current: dict[str, dict[str, Any]] = {}  # name -> the latest version of each object the name matches
+        existed: set[str] = set()  # the names seen to exist (a deletion counts only for those)
+        while not self._stop.is_set() and f.detail is None and f.error is None and f.key in self._facts:
             try:
-                obj, rv = self.rest.list_named(spec, self.namespace)
-                existed = self._judge(f, obj, existed, "read")
-                if f.detail is not None:
+                items, rv = self.rest.list_objects(spec, self.namespace)
+                listed = {n: o for o in items if fnmatch.fnmatchcase(n := str((o.get("metadata") or {}).get("name")),
+                                                                      pattern)}
+                gone = [n for n in current if n not in listed]
+                current = listed
+                for n in gone:  # deleted while no watch was open (between two watches)
+                    self._judge(f, kind, glob, n, None, current, existed, "read")
+                for n in sorted(listed):
+                    self._judge(f, kind, glob, n, listed[n], current, existed, "read")
+                if not listed:
+                    f.last = f"no {kind} matches {pattern} (read)" if glob else "absent"
+                if f.detail is not None or f.error is not None:
                     return
-                resp = self.rest.watch_named(spec, self.namespace, rv)
+                resp = self.rest.watch_objects(spec, self.namespace, rv)
                 for etype, o in watch_events(resp):
-                    if self._stop.is_set() or f.detail is not None:
+                    if self._stop.is_set() or f.detail is not None or f.error is not None:
                         return
                     if etype == "ERROR":
                         break  # e.g. 410 Gone: list again
                     if etype == "BOOKMARK":
                         continue
-                    existed = self._judge(f, None if etype == "DELETED" else o, existed, etype)
+                    n = str((o.get("metadata") or {}).get("name"))
+                    if not fnmatch.fnmatchcase(n, pattern):
+                        continue  # another object of the kind (a glob watches them all)
+                    if etype == "DELETED":
+                        current.pop(n, None)
+                        self._judge(f, kind, glob, n, None, current, existed, etype)
+                    else:
+                        current[n] = o
+                        self._judge(f, kind, glob, n, o, current, existed, etype)
             except Exception as e:  # noqa: BLE001 - a watch that broke (StepError, urllib3): read and watch again
                 f.last = f"{type(e).__name__}: {e}"
                 self._stop.wait(0.2)
 
-    def _judge(self, f: _Fact, obj: Mapping[str, Any] | None, existed: bool, how: str) -> bool:
-        """Record the object's state for `f`; report it once the fact holds. Returns whether the object has
-        been seen to exist."""
-        f.last = _state_line(obj)
+    def _judge(self, f: _Fact, kind: str, glob: bool, name: str, obj: Mapping[str, Any] | None,
+               current: Mapping[str, Any], existed: set[str], how: str) -> None:
+        """Record object `name`'s state (`obj`; None: deleted) for `f`; report the fact once it holds, or its
+        problem when the glob matches another object too at that moment (`current`: the matching objects
+        that exist now). `existed` collects the names seen to exist."""
+        label = f"{kind} {name}"
+        state = _state_line(f.spec, obj)
+        f.last = f"{label}: {state}" if glob else state
+        if obj is not None:
+            existed.add(name)
         if f.spec.get("deleted"):
-            if obj is None and existed:
-                self._seen(f, {"observed": f"deleted ({how})"})
-            return existed or obj is not None
-        if object_fact_holds(f.spec, obj):
-            self._seen(f, {"observed": f.last, "resource_version": (obj.get("metadata") or {}).get("resourceVersion")})
-        return existed or obj is not None
+            if obj is None and name in existed:
+                if current:
+                    self._problem(f, kind, f"{name} was deleted ({how})", current)
+                else:
+                    self._seen(f, {"observed": f"{label + ' ' if glob else ''}deleted ({how})", "object": label})
+            return
+        matched = object_fact_match(f.spec, obj)
+        if matched is None:
+            return
+        if len(current) > 1:
+            self._problem(f, kind, f"{name} had {matched} at rv {_rv(obj)}", current)
+            return
+        self._seen(f, {"observed": f"{label + ': ' if glob else ''}{matched} at rv {_rv(obj)}",
+                       "resource_version": _rv(obj), "object": label})
+
+    def _problem(self, f: _Fact, kind: str, what: str, current: Mapping[str, Any]) -> None:
+        """The glob of `f` matched several objects when `what` happened: the fact can never hold."""
+        where = f" in namespace {f.spec['namespace']}" if f.spec.get("namespace") else ""
+        names = sorted(current)
+        problem = (f"{f.spec['object']} matched {len(names)} {kind}s{where} when {what} ({', '.join(names[:5])}"
+                   f"{', …' if len(names) > 5 else ''}): a name glob in a wait or an {{object: …}} trigger must match "
+                   "exactly one object then, so this never holds; make the glob narrower (job-a-????? is Job a's "
+                   "Workload, job-a-* also takes Job a-b's)")
+        with self._cond:
+            if f.detail is not None or f.error is not None:
+                return
+            f.error = f.last = problem
+            self._cond.notify_all()
+        if f.private or self.report_problem is None:
+            return
+        try:
+            self.report_problem(f.key, problem)
+        except Exception as e:  # noqa: BLE001 - the rule may be gone; a wait step still fails with it
+            self.say(f"[kueue-harness] {problem} (could not tell the proxy: {e})")
 
     def _seen(self, f: _Fact, detail: dict[str, Any]) -> None:
         with self._cond:

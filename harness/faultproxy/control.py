@@ -141,11 +141,12 @@ class Control:
                 self._decide(hid, Decision("release", why=body.get("why", "release-all")))
             return 200, {"released": ids}
         if method == "POST" and parts == ["facts"]:
-            key, detail = body.get("fact"), body.get("detail") or {}
-            if not isinstance(key, str) or not isinstance(detail, dict):
-                return 400, {"error": "facts: expected {\"fact\": key, \"detail\": {…}}"}
+            key, detail, problem = body.get("fact"), body.get("detail") or {}, body.get("problem")
+            if not isinstance(key, str) or not isinstance(detail, dict) or not isinstance(problem, (str, type(None))):
+                return 400, {"error": "facts: expected {\"fact\": key, \"detail\": {…}} or {\"fact\": key, "
+                                      "\"problem\": why it can never hold}"}
             try:
-                return 200, state.add_fact(key, detail)
+                return 200, (state.fact_problem(key, problem) if problem else state.add_fact(key, detail))
             except KeyError:
                 return 404, {"error": f"no loaded rule waits for fact {key}"}
         if method == "POST" and len(parts) == 3 and parts[0] == "signals" and parts[2] == "done":

@@ -134,13 +134,16 @@ class FlowState:
 
 @dataclass
 class Signal:
-    """A process-fault rule loaded in the proxy: when it fired (`signalled`, epoch s) and whether the
-    harness reported it done; `timer` is its release.timeout."""
+    """A process-fault or step rule loaded in the proxy: when it fired (`signalled`, epoch s) and whether the
+    harness reported it done (`signal_done`: `ok`, and `result`, its seconds, objects, matched or error);
+    `timer` is its release.timeout."""
 
     rule: Rule
     fired: float | None = None
     done: bool = False
     timer: asyncio.TimerHandle | None = None
+    ok: bool | None = None
+    result: dict[str, Any] = field(default_factory=dict)
 
 
 class EventLog:
@@ -187,6 +190,7 @@ class ProxyState:
         self.unmatched: dict[str, dict[str, Any]] = {}  # rule id -> its first likely mistake (while it has no hits)
         self.near: dict[str, dict[str, Any]] = {}  # rule id -> its first other near miss (while it has no hits)
         self.facts: dict[str, dict[str, Any]] = {}  # fact key -> what the harness saw (log/object triggers)
+        self.fact_problems: dict[str, str] = {}  # fact key -> why it can never hold (the harness found out)
         self._seq = itertools.count(1)
         self._hold_seq = itertools.count(1)
 
@@ -315,6 +319,8 @@ class ProxyState:
         referenced = self.fact_keys()
         for key in [k for k in self.facts if k not in referenced]:
             del self.facts[key]  # no loaded rule waits for it: a later plan must see it happen again
+        for key in [k for k in self.fact_problems if k not in referenced]:
+            del self.fact_problems[key]
         self.log.write("rule_removed", rule=rule_id)
 
     # ---- process faults (signals) ----------------------------------------------------------------
@@ -355,7 +361,7 @@ class ProxyState:
         sig = self.signals[rule_id]
         if sig.fired is None:
             raise RuleError(f"rule {rule_id} has not been signalled")
-        sig.done = True
+        sig.done, sig.ok, sig.result = True, ok, dict(detail)
         for rec in self.rule_flows.get(rule_id, []):
             rec.released, rec.ok = True, ok
         ev = self.log.write("signal_done", rule=rule_id, action=sig.rule.action, ok=ok,
@@ -364,9 +370,23 @@ class ProxyState:
         return ev
 
     def signal_views(self) -> list[dict[str, Any]]:
-        """The process faults as `GET /state` shows them: rule, action, fired (epoch s or None), done."""
-        return [{"rule": s.rule.id, "action": s.rule.action, "fired": s.fired, "done": s.done}
-                for s in self.signals.values()]
+        """The process faults and steps as `GET /state` shows them: rule, action, fired (epoch s of its
+        `signalled`, or None), done; once done `ok` and `result` (its `signal_done` detail: seconds, objects,
+        matched, or error); while not fired, `waiting_for`: the words (Trigger.describe) of the triggers
+        that do not hold yet, and `timeout` (its release.timeout, seconds from when it was loaded)."""
+        out = []
+        for s in self.signals.values():
+            v: dict[str, Any] = {"rule": s.rule.id, "action": s.rule.action, "fired": s.fired, "done": s.done}
+            if s.done:
+                v.update(ok=s.ok, result=s.result)
+            rel = s.rule.release
+            if s.fired is None and rel is not None:
+                v["waiting_for"] = [t.describe() for t in rel.after
+                                    if not trigger_satisfied(t, self.rule_flows, self.delivered_rv, self.facts)]
+                if rel.timeout:
+                    v["timeout"] = rel.timeout
+            out.append(v)
+        return out
 
     # ---- facts (log and object triggers, wait steps: observed by the harness) -----------------------
     def fact_keys(self) -> dict[str, list[str]]:
@@ -401,6 +421,22 @@ class ProxyState:
         ev = self.log.write("fact", fact=key, what=what, rules=waiting[key], detail=detail)
         self.check_triggers()
         return ev
+
+    def fact_problem(self, key: str, problem: str) -> dict[str, Any]:
+        """The harness found that fact `key` can never hold (`problem`: why; a name glob that matched several
+        objects when it mattered): log `fact_problem` (fact, what, rules, problem) once and keep it for
+        `GET /state`; the fact stays unseen. Raises KeyError when no loaded rule waits for it."""
+        waiting = self.fact_keys()
+        if key not in waiting:
+            raise KeyError(key)
+        if key in self.fact_problems:
+            return {"event": "fact_problem", "fact": key, "known": True}
+        self.fact_problems[key] = problem
+        try:
+            what = Trigger(**json.loads(key)).describe()
+        except (TypeError, ValueError):
+            what = key
+        return self.log.write("fact_problem", fact=key, what=what, rules=waiting[key], problem=problem)
 
     # ---- triggers --------------------------------------------------------------------------------
     def waiting(self) -> bool:
@@ -470,6 +506,7 @@ class ProxyState:
             "expired": self.expired_views(),
             "signals": self.signal_views(),
             "facts": sorted(self.facts),
+            "fact_problems": dict(self.fact_problems),
             "events": len(self.log.events),
         }
 

@@ -230,6 +230,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("proxy", "signalled"): ("rule", "action", "why"),
     ("proxy", "signal_done"): ("rule", "action", "ok", "since_signalled"),
     ("proxy", "fact"): ("fact", "what", "rules", "detail"),
+    ("proxy", "fact_problem"): ("fact", "what", "rules", "problem"),
     ("kueue", "log"): ("msg", "fields"),
     ("kueue", "log_repeated"): ("msg", "fields", "count", "first", "last", "offsets_us"),
 }

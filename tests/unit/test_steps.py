@@ -231,17 +231,17 @@ def test_wait_times_out_saying_what_was_seen_and_gives_up_when_cancelled(tmp_pat
 
 
 class FakeWatchRest:
-    """list_named/watch_named over a script of object versions: the list answers `first`, each watch
-    yields the next batch of (type, object) events."""
+    """list_objects/watch_objects over a script of object versions: the list answers `first` (one object, a
+    list of them, or None), each watch yields the next batch of (type, object) events."""
 
-    def __init__(self, first: dict | None, batches: list[list[tuple[str, dict]]]) -> None:
+    def __init__(self, first: dict | list | None, batches: list[list[tuple[str, dict]]]) -> None:
         self.first, self.batches = first, list(batches)
         self.left: dict[str, list] = {}  # per fact (one watch each): the script from its start
 
-    def list_named(self, spec, ns):
-        return self.first, "10"
+    def list_objects(self, spec, ns):
+        return (list(self.first) if isinstance(self.first, list) else [self.first] if self.first else []), "10"
 
-    def watch_named(self, spec, ns, rv, seconds=10):
+    def watch_objects(self, spec, ns, rv, seconds=10):
         left = self.left.setdefault(json.dumps(spec, sort_keys=True), list(self.batches))
         if not left:
             time.sleep(0.05)
