@@ -449,7 +449,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
 def _cmd_fail(args: argparse.Namespace) -> int:
     proxy = _attach(args)
     with _hold_remedy(args):
-        proxy.fail(args.id, status=args.status, reason=args.reason, message=args.message)
+        proxy.fail(args.id, status=args.status, reason=args.reason, message=args.message, why="kueue-harness fail")
     print(f"failed {args.id} with {args.status} {args.reason}")
     return 0
 
@@ -473,7 +473,7 @@ def _cmd_plan_load(args: argparse.Namespace) -> int:
 
     plan = load_plan(args.file, namespace=args.namespace)
     try:
-        _attach(args).load_plan(plan)
+        _attach(args).load_plan(plan, by="plan load")
     except HarnessError as e:
         raise HarnessError(f"{e}. Nothing of plan {plan.name} was loaded; `kueue-harness plan clear` removes "
                            "the rules loaded before") from None

@@ -72,10 +72,16 @@ class Plan:
     kueue: Any = None
     #: The ids of the plan's steps (`steps:`), in file order; their rules are in `rules` after the others.
     steps: tuple[str, ...] = ()
+    #: The namespace it was loaded for (`load_plan(namespace=…)`, `plan load --namespace`), or None.
+    namespace: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        """The body of the proxy's `POST /plan`."""
-        return {"name": self.name, "rules": [r.to_dict() for r in self.rules]}
+        """The body of the proxy's `POST /plan`: name, rules, and `source` ({"file": the plan file's
+        absolute path, "namespace"}), which the proxy records with each `rule_added` (`plan_source`) so a
+        session's bundle can say how to load the plan again (harness/report/from_session.py)."""
+        src = Path(self.source)
+        return {"name": self.name, "rules": [r.to_dict() for r in self.rules],
+                "source": {"file": str(src.resolve()) if src.is_file() else None, "namespace": self.namespace}}
 
 
 def _err(source: str, node: yaml.Node | None, msg: str) -> PlanError:
@@ -492,7 +498,7 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     if err is not None:
         raise err
     return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
-                tuple(rules), source, lines, kueue, tuple(step_ids))
+                tuple(rules), source, lines, kueue, tuple(step_ids), namespace)
 
 
 def load_plan(path: str | Path, namespace: str | None = None, near: Path | None = None) -> Plan:

@@ -223,10 +223,15 @@ class Proxy:
         self._call("POST", "/rules", rule.to_dict())
         return RuleHandle(self, rule)
 
-    def load_plan(self, plan) -> dict[str, RuleHandle]:
+    def load_plan(self, plan, by: str | None = None) -> dict[str, RuleHandle]:
         """Load a validated harness.plans.Plan atomically (all rules or none); returns handles by rule id.
-        Raises ProxyError with the proxy's reason if it refuses the plan."""
-        self._call("POST", "/plan", plan.to_wire())
+        `by`: the command that loads it ("up --plan", "plan load"), recorded with the plan's file and
+        namespace in each `rule_added` event's `plan_source`. Raises ProxyError with the proxy's reason if
+        it refuses the plan."""
+        body = plan.to_wire()
+        if by:
+            body["source"] = {**(body.get("source") or {}), "by": by}
+        self._call("POST", "/plan", body)
         return {r.id: RuleHandle(self, r) for r in plan.rules}
 
     def hold(self, match: Match, rule_id: str | None = None, times: int | None = 1,
@@ -246,9 +251,12 @@ class Proxy:
         self._call("POST", f"/holds/{quote(hid, safe='')}/release", {"why": why})
 
     def fail(self, hold: HeldFlow | str, status: int = 500, reason: str = "InternalError",
-             message: str = "injected by kueue-harness") -> None:
+             message: str = "injected by kueue-harness", why: str = "test") -> None:
+        """Answer held flow `hold` with a Kubernetes Status (`status`, `reason`, `message`) instead of letting
+        it go on; `why` is recorded with the proxy's `failed` event ("kueue-harness fail" from the CLI)."""
         hid = hold.id if isinstance(hold, HeldFlow) else hold
-        self._call("POST", f"/holds/{quote(hid, safe='')}/fail", {"status": status, "reason": reason, "message": message})
+        self._call("POST", f"/holds/{quote(hid, safe='')}/fail",
+                   {"status": status, "reason": reason, "message": message, "why": why})
 
     def release_all(self, why: str = "end of case") -> list[str]:
         """Release every held flow; returns their ids (recorded by the proxy as released)."""

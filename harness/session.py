@@ -584,7 +584,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         follower = EventFollower(env.proxy.events_file)
         if plan is not None:
-            env.proxy.load_plan(plan)
+            env.proxy.load_plan(plan, by="up --plan")
             print(f"[kueue-harness] plan {plan.name} loaded: {', '.join(r.id for r in plan.rules)}", flush=True)
         me = os.getpid()
         previous = json.loads(session_file(name).read_text()) if session_file(name).is_file() else {}

@@ -111,8 +111,11 @@ class Control:
                 problems = [str(e) for e in rule_set_errors(rules, set(state.rules.rules))]
             if problems:
                 return 400, {"error": "\n".join(problems), "errors": problems}
+            src = body.get("source")  # where the plan came from (harness.plans.Plan.to_wire): recorded as given
+            src = {k: v for k, v in src.items() if k in ("file", "namespace", "by") and isinstance(v, str)} \
+                if isinstance(src, dict) else None
             try:
-                state.add_rules(rules, plan=body.get("name"))
+                state.add_rules(rules, plan=body.get("name"), source=src or None)
             except (RuleError, TypeError) as e:
                 return 400, {"error": str(e)}
             return 201, {"loaded": [r.id for r in rules], "plan": body.get("name")}

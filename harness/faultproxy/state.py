@@ -288,10 +288,12 @@ class ProxyState:
         return new
 
     # ---- rules -----------------------------------------------------------------------------------
-    def add_rules(self, rules: list[Rule], plan: str | None = None, single: bool = False) -> None:
+    def add_rules(self, rules: list[Rule], plan: str | None = None, single: bool = False,
+                  source: dict[str, str] | None = None) -> None:
         """Load `rules` all or nothing. Raises RuleError (nothing changed) on an id clash or a trigger
-        naming an unknown rule. Logs `rule_added` per rule (with `plan` unless `single`); process faults
-        without triggers fire now, those with a `release.timeout` get their timer."""
+        naming an unknown rule. Logs `rule_added` per rule (with `plan` unless `single`, and `plan_source`
+        when given: the plan's file, namespace and the command that loaded it); process faults without
+        triggers fire now, those with a `release.timeout` get their timer."""
         validate_rule_set(rules, set(self.rules.rules))
         for r in rules:
             self.rules.add(r)
@@ -300,6 +302,8 @@ class ProxyState:
             self.near.pop(r.id, None)
             if single:
                 self.log.write("rule_added", rule=r.to_dict())
+            elif source:
+                self.log.write("rule_added", rule=r.to_dict(), plan=plan, plan_source=source)
             else:
                 self.log.write("rule_added", rule=r.to_dict(), plan=plan)
         for r in rules:

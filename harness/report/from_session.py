@@ -78,6 +78,69 @@ def _event_namespace(e: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _shown_path(file: str) -> str:
+    """A plan file as a command should name it: relative to the kueue-harness checkout when inside it (the
+    "run it again" line is run from there), else as recorded."""
+    root = Path(__file__).resolve().parents[2]
+    p = Path(file)
+    return str(p.relative_to(root)) if p.is_absolute() and p.is_relative_to(root) else file
+
+
+def rerun_commands(rec: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
+    """(the shell line that starts session record `rec` again with the plans it loaded, notes about what it
+    cannot say). Plans come from the proxy's `rule_added` events (`plan`, and `plan_source`: the file,
+    namespace and command that loaded it, harness/plans.py Plan.to_wire): the one `up --plan` loaded goes
+    on the `up` line; each later `plan load` becomes `&& kueue-harness plan load FILE [--namespace NS]`, in
+    the order they were loaded (a plan loaded twice, twice). A plan whose file was not recorded (a proxy
+    from before plan_source) is named by its plan name, which `plan load` finds among the shipped plans;
+    rules added one at a time through the control channel are only noted."""
+    import shlex
+
+    from harness import session
+    from harness.plans import shipped_plans
+
+    name = session.name_option(rec.get("name"))
+    loads: list[tuple[str | None, dict[str, Any]]] = []
+    last: tuple | None = None
+    ids: set[str] = set()  # the rule ids of the load being read
+    singles = 0
+    for e in events:
+        if e.get("source", "proxy") != "proxy" or e.get("event") != "rule_added":
+            continue
+        if not e.get("plan"):
+            singles += 1
+            last = None
+            continue
+        src = e.get("plan_source") if isinstance(e.get("plan_source"), Mapping) else {}
+        key = (e.get("plan"), json.dumps(src, sort_keys=True))
+        rid = str((e.get("rule") or {}).get("id"))
+        # One load's rules are logged together, one event each; the same plan again is another load.
+        if key != last or rid in ids:
+            loads.append((str(e["plan"]), dict(src)))
+            ids = set()
+        ids.add(rid)
+        last = key
+    notes: list[str] = []
+    up = f"kueue-harness up{name} --kueue-version {rec.get('kueue_version')}"
+    later = []
+    for plan, src in loads:
+        file = src.get("file")
+        if not file:
+            file = plan
+            if plan not in shipped_plans():
+                notes.append(f"plan {plan}'s file was not recorded (the session's proxy predates it): give its "
+                             "file where the \"run it again\" line names the plan")
+        ns = f" --namespace {shlex.quote(src['namespace'])}" if src.get("namespace") else ""
+        if src.get("by") == "up --plan" and " --plan " not in up and not later:
+            up += f" --plan {shlex.quote(_shown_path(file))}"
+        else:
+            later.append(f"kueue-harness plan load{name} {shlex.quote(_shown_path(file))}{ns}")
+    if singles:
+        notes.append(f"{singles} rule(s) were added one at a time through the control channel, not from a plan "
+                     "file: the fault plan table has them, the \"run it again\" line does not")
+    return " && ".join([up, *later]), notes
+
+
 def choose_namespace(events: Sequence[Mapping[str, Any]], workloads: Sequence[Mapping[str, Any]],
                      namespace: str | None) -> str:
     """`namespace`, or the one namespace the session's Workloads live in (now, or in the proxy's events).
@@ -170,6 +233,7 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
                                                   if f.result not in ("held", "not applicable") or not f.assumption)
     state = Path(rec["state"]) if rec.get("state") else None
     secrets = run_secrets(types.SimpleNamespace(state=state))
+    rerun, rerun_notes = rerun_commands(rec, events)
     meta: dict[str, Any] = {
         "schema": BUNDLE_SCHEMA,
         "case": f"kueue-harness up session {rec['name']}, namespace {ns}",
@@ -192,10 +256,11 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
         "window": [start, end],
         "notes": [f"made by `kueue-harness bundle` from session {rec['name']} (started {rec.get('started')}): "
                   "its steps were done by hand, so the history holds no harness steps; the verdict is the "
-                  "session checkers' at the time of the bundle"],
+                  "session checkers' at the time of the bundle", *rerun_notes],
         "checkers": SESSION_CHECKERS,
         "harness": harness_version(),
-        "rerun": f"kueue-harness up{session.name_option(rec['name'])} --kueue-version {rec.get('kueue_version')}",
+        # `up` with the plan it loaded, then each `plan load` (from the proxy's rule_added events).
+        "rerun": rerun,
         "session": {"name": rec["name"], "started": rec.get("started"), "artifacts": rec.get("artifacts")},
     }
     mentions = [ns] + sorted(k.split("/", 1)[1] for k in keys)

@@ -39,7 +39,51 @@ def _utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
-def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names) -> list[list[str]]:
+#: How report.md's fault table says who let a hold go, by the `why` the control channel recorded with the
+#: proxy's `released` / `failed` event (prefix → words): the CLI (harness/cli.py) sends its own command,
+#: the plugin "end of case" (pytest_plugin.py), a case's `proxy.release(h)` "test" or its own words.
+_ENDED_BY = (
+    ("kueue-harness release --all", "by hand (`kueue-harness release --all`)"),
+    ("kueue-harness release", "by hand (`kueue-harness release`)"),
+    ("kueue-harness fail", "by hand (`kueue-harness fail`)"),
+    ("end of case", "at the end of the case (every hold still held is released)"),
+    ("max_hold", "when its max_hold expired"),
+    ("control", "through the control channel"),
+)
+
+
+def _ended_words(why: str, who: str) -> str | None:
+    """The words for one hold's end (`why` of its released/failed event); None for ends the rule's own
+    release says (its triggers, its release.timeout)."""
+    if why.startswith(("triggers:", "release.timeout")):
+        return None
+    return next((words for prefix, words in _ENDED_BY if why.startswith(prefix)), who)
+
+
+def _hold_ends(history: Sequence[Mapping[str, Any]], rule_id: str, who: str) -> tuple[list[str], bool]:
+    """(how the holds of rule `rule_id` ended other than by its own release, in order of first use;
+    whether it held anything)."""
+    held, words = False, []
+    for e in history:
+        if e.get("source") != "proxy" or str(e.get("rule")) != rule_id:
+            continue
+        if e.get("event") == "held":
+            held = True
+        elif e.get("event") in ("released", "failed") and e.get("hold") is not None:
+            w = _ended_words(str(e.get("why") or ""), who)
+            if w is not None and w not in words:
+                words.append(w)
+        elif e.get("event") == "hold_expired" and "when its max_hold expired" not in words:
+            words.append("when its max_hold expired")
+    return words, held
+
+
+def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names, session: bool = False) -> list[list[str]]:
+    """The fault table's rows: rule (and plan), action, match, released when, times. "released when" is
+    the rule's own release (its triggers' words), else how its holds did end (by hand with the CLI, by
+    the test, at the end of the case, on expiry; in a `session`'s bundle, which has no test, "by hand" or
+    "not yet"); a hold that ended otherwise than by its triggers is said as well."""
+    who = "by hand" if session else "by the test"
     rows = []
     for e in history:
         if e.get("event") != "rule_added" or e.get("source") != "proxy":
@@ -55,7 +99,14 @@ def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names) -> list[lis
                 when.append(f"{tr.get('rule')} {tr.get('state', 'answered')}" + (f" {tr['status']}" if tr.get("status") else ""))
             else:  # delivered, step, log, object: the trigger's own words ("step b-dequeued done")
                 when.append(_trigger_words(tr))
-        release = " and ".join(when) if when else ("by the test" if r.get("action", "hold") == "hold" else "-")
+        ended, held = _hold_ends(history, str(r.get("id")), who)
+        if when:
+            release = " and ".join(when) + (f"; a hold of it ended otherwise: {' / '.join(ended)}" if ended else "")
+        elif r.get("action", "hold") != "hold":
+            release = "-"
+        else:
+            release = " / ".join(ended) or ("not yet (still held when the bundle was made)" if held and session
+                                            else who)
         if rel.get("timeout"):
             release += f" (else {rel.get('on_timeout', 'release')} after {rel['timeout']:g}s)"
         times = "every" if r.get("times") is None else str(r.get("times"))
@@ -173,7 +224,7 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
     if meta.get("detail") or meta.get("message"):
         out += ["## What the case reported", "", "```", str(meta.get("message") or meta.get("detail")).strip(), "```", ""]
     out += ["## Fault plan", ""]
-    rules = _fault_rules(history, names)
+    rules = _fault_rules(history, names, session=bool(meta.get("session")))
     out += (_table(rules, ["rule", "action", "match", "released when", "times"]) if rules
             else ["No fault rule: this run is a control (the same objects and order, nothing held)."]) + [""]
     out += ["## Timeline", "",

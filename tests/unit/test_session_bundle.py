@@ -62,7 +62,9 @@ def test_a_session_bundle_is_a_full_bundle_that_report_rechecks(tmp_path, fake_s
     assert "managedFields" not in (b.folder / "objects.yaml").read_text()
     meta = json.loads((b.folder / "bundle.json").read_text())
     assert meta["checkers"] == from_session.SESSION_CHECKERS and meta["session"]["name"] == "s1"
-    assert meta["rerun"] == "kueue-harness up --name s1 --kueue-version v0.17.0"
+    # The plan the session loaded (its rule_added events; recorded before plan_source: named as shipped).
+    assert meta["rerun"] == "kueue-harness up --name s1 --kueue-version v0.17.0 && kueue-harness plan load --name s1 " \
+                            "stuck-preemption"
     md = (b.folder / "report.md").read_text()
     assert "## The writes that decided the verdict" in md and "log ×" in md
     with tarfile.open(b.archive) as tf:
