@@ -21,7 +21,13 @@ _FIELDS = {"key", "issue", "summary", "affected", "fixed_in", "fix_commits", "fi
 def parse(text: str, source: str) -> dict[str, KnownBug]:
     """The bugs of one bug.yaml text. `fix_patches` name patch files relative to `source`'s folder (read
     and hashed here). Raises HarnessError naming `source` and the bad entry or missing patch file."""
-    doc: Any = yaml.safe_load(text) or {}
+    try:
+        doc: Any = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise HarnessError(f"{source}: not valid YAML ({' '.join(str(e).replace('<unicode string>', source).split())}); fix or remove "
+                           "that bug.yaml") from None
+    if not isinstance(doc, dict):
+        raise HarnessError(f"{source}: expected a mapping with a `bugs:` list")
     out: dict[str, KnownBug] = {}
     for i, b in enumerate(doc.get("bugs") or []):
         where = f"{source}: bugs[{i}]"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -214,5 +214,12 @@ def _known_bugs() -> dict[str, "KnownBug"]:
     return bugs.load()
 
 
-#: Every bug declared in cases/*/bug.yaml (harness/bugs.py), by the key cases name in `kueue_bug(...)`.
-KNOWN_BUGS: dict[str, KnownBug] = _known_bugs()
+def __getattr__(name: str) -> Any:
+    """`KNOWN_BUGS`: every bug declared in cases/*/bug.yaml (harness/bugs.py), by the key cases name in
+    `kueue_bug(...)`. Read on first use, not at import, so one broken bug.yaml fails only what needs the
+    bugs (with HarnessError naming the file), never `kueue-harness down` or `--help`."""
+    if name == "KNOWN_BUGS":
+        bugs = _known_bugs()
+        globals()["KNOWN_BUGS"] = bugs
+        return bugs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -147,3 +147,20 @@ def test_a_build_with_a_fix_patch_is_fixed_and_other_patches_keep_the_base() -> 
     assert exp.status == "affected" and "not a known fix" in exp.reason
     # an unpatched tag is still judged by its range
     assert bug.expectation(versions.BuildIdentity("v0.17.0", None, "v0.17.0")).status == "affected"
+
+
+def test_a_broken_bug_yaml_fails_only_what_reads_the_bugs(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """KNOWN_BUGS is read on first use: importing harness.versions (every CLI command) never reads bug.yaml."""
+    from harness import bugs
+    from harness.errors import HarnessError
+
+    bad = tmp_path / "bug.yaml"
+    bad.write_text("bugs: [\n")
+    with pytest.raises(HarnessError, match=rf"{bad}: not valid YAML .*{bad}"):
+        bugs.parse(bad.read_text(), str(bad))
+    monkeypatch.delitem(versions.__dict__, "KNOWN_BUGS")
+    monkeypatch.setattr(bugs, "load", lambda: bugs.parse(bad.read_text(), str(bad)))
+    with pytest.raises(HarnessError, match="not valid YAML"):
+        versions.KNOWN_BUGS  # noqa: B018
+    monkeypatch.setattr(bugs, "load", lambda: {})
+    assert versions.KNOWN_BUGS == {}
