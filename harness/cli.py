@@ -329,8 +329,9 @@ def signal_state(sig: dict, now: float | None = None) -> str:
     if sig.get("done"):
         res = sig.get("result") or {}
         if sig.get("ok"):
-            seconds = res.get("seconds")
-            return f"done ok ({seconds:g} s)" if isinstance(seconds, (int, float)) else "done ok"
+            from harness.notices import seconds_text
+
+            return f"done ok ({seconds_text(res.get('seconds'))})" if "seconds" in res else "done ok"
         return f"failed ({res.get('error') or 'no error given'})"
     if sig.get("fired") is not None:
         return f"running ({max(0.0, (now or time.time()) - float(sig['fired'])):.1f} s)"

@@ -322,13 +322,13 @@ class Nemesis:
         try:
             detail = actions.get(ev.get("action")).perform(self, rule)
             ok, extra = True, {k: v for k, v in detail.items() if k in ("kill", "seconds", "objects", "matched")}
-        except Exception as e:  # noqa: BLE001 - reported to the proxy (signal_done ok=false) and the log
+        except Exception as e:  # noqa: BLE001 - reported to the proxy (signal_done ok=false; a session's log says it)
             ok, extra = False, {"error": f"{type(e).__name__}: {e}"}
-            self.say(f"[kueue-harness] {kind} {rule['id']} failed: {extra['error']}")
         try:
             self.proxy.signal_done(str(rule["id"]), ok=ok, **extra)
         except Exception as e:  # noqa: BLE001 - the rule may have been removed meanwhile
-            self.say(f"[kueue-harness] could not report {kind} {rule['id']} done: {e}")
+            self.say(f"[kueue-harness] could not report {kind} {rule['id']} {'done' if ok else 'failed'}: {e}"
+                     + ("" if ok else f" (it failed: {extra['error']})"))
 
     # ---- ticks -----------------------------------------------------------------------------------
     def _tick_if_due(self) -> None:

@@ -1,7 +1,7 @@
 """What a manual session's supervisor says about the proxy's events (issue 16): a hold that reached its
 max_hold (`hold_expired`), a rule that matched nothing although a write it could have matched came by
-(`rule_unmatched`), a plan step or process fault done (`signal_done` ok: one line each; a failed one the
-Nemesis says with its error), a fact that can never hold (`fact_problem`). The supervisor (harness/session.py) follows proxy-events.jsonl with an EventFollower
+(`rule_unmatched`), a plan step or process fault done or failed (`signal_done`: one line each, in the
+order the proxy logged them), a fact that can never hold (`fact_problem`). The supervisor (harness/session.py) follows proxy-events.jsonl with an EventFollower
 and prints each `notice` to its output, the session log (<artifacts>/session.log).
 
 The same sentences are used by `kueue-harness holds`/`status` (harness/cli.py), so the log and the
@@ -36,33 +36,46 @@ def expired_sentence(ev: dict[str, Any]) -> str:
             "(a larger max_hold in the plan gives you more time: docs/fault-plans.md, Timeouts)")
 
 
+def seconds_text(seconds: Any) -> str:
+    """"0.049 s", "1.2 s"; "< 0.001 s" for a step that had nothing left to do (a wait whose fact was seen)."""
+    if not isinstance(seconds, (int, float)):
+        return "? s"
+    return "< 0.001 s" if seconds < 0.001 else f"{seconds:g} s"
+
+
 def done_sentence(ev: dict[str, Any]) -> str:
-    """What a successful `signal_done` means: "step w1 (create) done in 0.049 s: Workload team-a/w1 rv 123",
-    "step ready (wait) done in 1.2 s: LocalQueue team-a/lq: Active=True(Ready) at rv 88", "process fault
-    restart-kueue (restart_kueue) done in 1.38 s"."""
+    """What a `signal_done` means: "step w1 (create) done in 0.049 s: Workload team-a/w1 rv 123", "step ready
+    (wait) done in 1.2 s: LocalQueue lq: Active=True(Ready) at rv 88", "process fault restart-kueue
+    (restart_kueue) done in 1.38 s", "step w2 (wait) FAILED after 30 s: TimeoutError: not seen within 30 s
+    (last observed: …)"."""
     from harness import actions
 
     try:
         kind = "step" if actions.get(ev.get("action")).is_step else "process fault"
     except KeyError:
         kind = "rule"
-    seconds = ev.get("seconds", ev.get("since_signalled"))
-    took = f" in {seconds:g} s" if isinstance(seconds, (int, float)) else ""
+    head = f"{kind} {ev.get('rule')} ({ev.get('action')})"
+    if not ev.get("ok"):
+        return f"{head} FAILED after {seconds_text(ev.get('since_signalled'))}: {ev.get('error') or 'no error given'}"
     matched = ev.get("matched") if isinstance(ev.get("matched"), dict) else {}
-    what = ", ".join(str(o) for o in ev.get("objects") or ()) or matched.get("observed") or matched.get("line") or ""
-    return f"{kind} {ev.get('rule')} ({ev.get('action')}) done{took}" + (f": {str(what)[:200]}" if what else "")
+    observed = str(matched.get("observed") or "")
+    if observed and matched.get("object") and not observed.startswith(str(matched["object"])):
+        observed = f"{matched['object']}: {observed}"
+    what = ", ".join(str(o) for o in ev.get("objects") or ()) or observed or matched.get("line") or ""
+    return f"{head} done in {seconds_text(ev.get('seconds', ev.get('since_signalled')))}" + \
+        (f": {str(what)[:200]}" if what else "")
 
 
 def notice(ev: dict[str, Any]) -> str | None:
     """The session-log line for a proxy event worth telling a person about, else None: an expired hold, a rule
-    that names Kueue's write wrongly, a plan step or process fault done (a failed one the Nemesis says itself,
-    with its error), a fact that can never hold."""
+    that names Kueue's write wrongly, a plan step or process fault done or failed (with its error), a fact that
+    can never hold."""
     kind = ev.get("event")
     if kind == "hold_expired":
         return f"[kueue-harness] {expired_sentence(ev)}"
     if kind == "rule_unmatched":
         return f"[kueue-harness] warning: {unmatched_sentence(str(ev.get('rule')), ev)}"
-    if kind == "signal_done" and ev.get("ok"):
+    if kind == "signal_done":
         return f"[kueue-harness] {done_sentence(ev)}"
     if kind == "fact_problem":
         return f"[kueue-harness] PROBLEM: {ev.get('problem')} (waiting: {', '.join(map(str, ev.get('rules') or ()))})"

@@ -872,7 +872,8 @@ class FactObserver:
         """Record object `name`'s state (`obj`; None: deleted) for `f`; report the fact once it holds, or its
         problem when the glob matches another object too at that moment (`current`: the matching objects
         that exist now). `existed` collects the names seen to exist."""
-        label = f"{kind} {name}"
+        ns = f.spec.get("namespace")  # set for a namespaced kind (default_namespace), absent for a cluster-scoped one
+        label = f"{kind} {ns + '/' if ns else ''}{name}"
         state = _state_line(f.spec, obj)
         f.last = f"{label}: {state}" if glob else state
         if obj is not None:
@@ -896,7 +897,7 @@ class FactObserver:
     def _problem(self, f: _Fact, kind: str, what: str, current: Mapping[str, Any]) -> None:
         """The glob of `f` matched several objects when `what` happened: the fact can never hold."""
         where = f" in namespace {f.spec['namespace']}" if f.spec.get("namespace") else ""
-        names = sorted(current)
+        names = sorted({*current, what.split(" ", 1)[0]})  # the object it is about, and the others that match
         problem = (f"{f.spec['object']} matched {len(names)} {kind}s{where} when {what} ({', '.join(names[:5])}"
                    f"{', …' if len(names) > 5 else ''}): a name glob in a wait or an {{object: …}} trigger must match "
                    "exactly one object then, so this never holds; make the glob narrower (job-a-????? is Job a's "

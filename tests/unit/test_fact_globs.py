@@ -93,8 +93,8 @@ def test_a_glob_fact_holds_on_the_one_object_it_matches() -> None:
         detail = obs.wait(key, 5, threading.Event())
     finally:
         obs.stop()
-    assert detail["observed"] == "Workload job-a-1a2b3: QuotaReserved=True(QuotaReserved) at rv 13"
-    assert detail["object"] == "Workload job-a-1a2b3" and detail["resource_version"] == "13"
+    assert detail["observed"] == "Workload team-a/job-a-1a2b3: QuotaReserved=True(QuotaReserved) at rv 13"
+    assert detail["object"] == "Workload team-a/job-a-1a2b3" and detail["resource_version"] == "13"
 
 
 def test_a_glob_that_matches_two_objects_when_it_matters_can_never_hold() -> None:
@@ -127,14 +127,15 @@ def test_a_glob_deletion_counts_when_no_other_object_matches() -> None:
         detail = obs.wait(gone, 5, threading.Event())
     finally:
         obs.stop()
-    assert detail["observed"] == "Workload job-a-1a2b3 deleted (DELETED)"
+    assert detail["observed"] == "Workload team-a/job-a-1a2b3 deleted (DELETED)"
 
     rest = FakeWatchRest([wl("job-a-1a2b3", "10"), wl("job-a-9f9f9", "10")], [[("DELETED", wl("job-a-1a2b3", "11"))]])
     problems: list = []
     obs = observer(rest, problems)
     gone = obs.register({"object": "Workload/job-a-*", "namespace": NS, "deleted": True}, time.time(), "w")
     try:
-        with pytest.raises(steps.StepError, match=r"when job-a-1a2b3 was deleted \(DELETED\) \(job-a-9f9f9\)"):
+        with pytest.raises(steps.StepError, match=r"matched 2 Workloads in namespace team-a when job-a-1a2b3 was "
+                                                   r"deleted \(DELETED\) \(job-a-1a2b3, job-a-9f9f9\)"):
             obs.wait(gone, 5, threading.Event())
     finally:
         obs.stop()
@@ -163,7 +164,7 @@ def test_a_field_wait_reports_the_value_that_matched_not_the_conditions() -> Non
     finally:
         obs.stop()
     assert detail["observed"] == "$.spec.suspend = false at rv 130"  # was "rv 130: Suspended=True(JobSuspended)"
-    assert detail["object"] == "Job a" and "Suspended" not in detail["observed"]
+    assert detail["object"] == "Job team-a/a" and "Suspended" not in detail["observed"]
 
 
 def test_a_field_wait_that_times_out_says_the_field_value_it_last_saw() -> None:
@@ -204,3 +205,15 @@ def test_the_proxy_logs_a_fact_problem_once_and_shows_it() -> None:
         st.fact_problem('{"log": "nobody waits"}', "x")
     st.remove_rule("admission-b")
     assert st.view()["fact_problems"] == {}
+
+
+def test_the_example_plan_of_the_docs_loads() -> None:
+    """docs/examples/job-steps.yaml (the plan docs/fault-plans.md shows `holds` for) waits by a glob."""
+    from pathlib import Path
+
+    from harness.plans import load_plan
+
+    plan = load_plan(Path(__file__).resolve().parents[2] / "docs" / "examples" / "job-steps.yaml", namespace=NS)
+    by_id = {r.id: r for r in plan.rules}
+    assert by_id["reserved"].param("wait")["object"] == "Workload/job-a-*"
+    assert by_id["cleanup"].release.after[0].object == "Workload/job-a-*"

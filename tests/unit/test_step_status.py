@@ -2,7 +2,7 @@
 step read "create 0 of 1" after all had succeeded, and session.log named only failed steps): the proxy's
 `GET /state` keeps each signal's outcome (signalled, signal_done: ok, seconds, error) and the triggers it
 still waits for; the CLI shows waiting / running / done ok (seconds) / failed (error); the supervisor's
-notices write one line per successful step."""
+notices write one line per step done or failed, in the proxy's order."""
 
 from __future__ import annotations
 
@@ -76,17 +76,17 @@ def test_the_state_view_carries_each_signal_outcome() -> None:
     assert views["w1"]["waiting_for"] == ["step ready done", "admission-w1 held"]
 
 
-def test_a_successful_step_gets_one_session_log_line() -> None:
+def test_each_step_done_or_failed_gets_one_session_log_line() -> None:
     st = _state()
     st.signal_done("queues", True, {"seconds": 0.049, "objects": ["ResourceFlavor team-a-rf rv 7"]})
-    st.signal_done("ready", True, {"seconds": 1.2, "matched": {"observed": "Active=True(Ready) at rv 88",
-                                                                "object": "LocalQueue team-a/lq"}})
+    st.signal_done("ready", True, {"seconds": 0.0, "matched": {"observed": "Active=True(Ready) at rv 88",
+                                                                "object": "LocalQueue lq"}})
+    st.fire("w1", "test")
+    st.signal_done("w1", False, {"error": "StepError: create Workload team-a/w1: kube-apiserver answered 409"})
     said = [line for line in (notice(e) for e in st.log.events) if line]
-    assert said == ["[kueue-harness] step queues (create) done in 0.049 s: ResourceFlavor team-a-rf rv 7",
-                    "[kueue-harness] step ready (wait) done in 1.2 s: Active=True(Ready) at rv 88"]
-    # A failed one is said by the Nemesis with its error (harness/nemesis.py), not twice.
-    st2 = _state()
-    st2.signal_done("queues", False, {"error": "StepError: 409"})
-    assert not [e for e in st2.log.events if notice(e)]
+    assert said[:2] == ["[kueue-harness] step queues (create) done in 0.049 s: ResourceFlavor team-a-rf rv 7",
+                        "[kueue-harness] step ready (wait) done in < 0.001 s: LocalQueue lq: Active=True(Ready) at rv 88"]
+    assert len(said) == 3 and said[2].startswith("[kueue-harness] step w1 (create) FAILED after ")
+    assert said[2].endswith(" s: StepError: create Workload team-a/w1: kube-apiserver answered 409")
     restart = {"event": "signal_done", "rule": "restart", "action": "restart_kueue", "ok": True, "seconds": 1.38}
     assert notice(restart) == "[kueue-harness] process fault restart (restart_kueue) done in 1.38 s"
