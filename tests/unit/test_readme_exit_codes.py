@@ -293,6 +293,13 @@ def bundle_unreadable(fake: Fake) -> Result:
     return [(code, out)]
 
 
+def explore_no_case(fake: Fake) -> Result:
+    """`kueue-harness explore` with a case name that is not there (checked before anything is built)."""
+    code, out = _run(fake, "explore", "test_nope_control", "--out", str(fake.tmp / "explore"))
+    assert "control cases: " in out and "test_stuck_preemption_control" in out, out
+    return [(code, out)]
+
+
 def retired_variable(fake: Fake) -> Result:
     fake.env["KUEUE_HARNESS_SESSION"] = "/tmp/session.json"
     return [_run(fake, "status")]
@@ -320,6 +327,7 @@ PROVOKE: dict[str, Callable[..., Result]] = {
     "cannot talk to the proxy's control channel": control_channel_gone,
     "anchors and aliases are not allowed": plan_refused,
     "not a readable bundle archive": bundle_unreadable,
+    "explore`: `no case named": explore_no_case,
 }
 
 
