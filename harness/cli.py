@@ -395,8 +395,9 @@ WAIT_TIMEOUT_MAX = 24 * 3600.0
 
 def _cmd_wait(args: argparse.Namespace) -> int:
     """Wait until a flow of rule RULE reached --state (as a release trigger sees it: now or earlier since the
-    rule was loaded). 0 when it did; 1 after --timeout seconds; 7 when the proxy refuses (rule not loaded,
-    a state its action never reaches) or cannot be reached."""
+    rule was loaded). 0 when it did; 1 after --timeout seconds, or when RULE is a plan step or process fault
+    that ended failed (its error is said); 2 for a --status outside 100-599; 7 when the proxy refuses (rule not
+    loaded, a state its action never reaches) or cannot be reached."""
     import math
 
     from harness import session
@@ -406,6 +407,9 @@ def _cmd_wait(args: argparse.Namespace) -> int:
 
     if not (math.isfinite(args.timeout) and 0 < args.timeout <= WAIT_TIMEOUT_MAX):
         raise HarnessError(f"--timeout must be seconds above 0 (at most {WAIT_TIMEOUT_MAX:g}), got {args.timeout:g}")
+    if args.status is not None and not HTTP_STATUS[0] <= args.status <= HTTP_STATUS[1]:
+        raise HarnessError(f"--status must be an HTTP status code, {HTTP_STATUS[0]} to {HTTP_STATUS[1]}, got "
+                           f"{args.status} (e.g. --status 409)")
     proxy = _attach(args)
     what = f"rule {args.rule} to be {args.state}" + (f" with status {args.status}" if args.status is not None else "")
     last = [proxy.reached(args.rule, args.state, args.status)]  # a refusal is exit 7 at once
@@ -428,9 +432,31 @@ def _cmd_wait(args: argparse.Namespace) -> int:
                                "is held")
             err.exit_code = 1
             raise err from None
+    took = time.monotonic() - t0
+    failed = _failed_signal(proxy.state(), args.rule)
+    if failed is not None:
+        # A plan step or process fault that ended with an error is `released` too (it is over), but what
+        # a script waits for did not happen: say so and exit 1.
+        err = HarnessError(f"rule {args.rule}: {args.state} after {took:.1f} s, but it FAILED: {failed}. "
+                           f"`kueue-harness holds{session.name_option(args.name)}` shows every step's state")
+        err.exit_code = 1
+        raise err
     print(f"rule {args.rule}: {args.state}{f' with status {args.status}' if args.status is not None else ''} "
-          f"(after {time.monotonic() - t0:.1f} s)")
+          f"(after {took:.1f} s)")
     return 0
+
+
+#: The HTTP status codes `wait --status` takes (RFC 9110 section 15: three digits, 1xx to 5xx).
+HTTP_STATUS = (100, 599)
+
+
+def _failed_signal(st: dict, rule_id: str) -> str | None:
+    """The error of plan step or process fault `rule_id` if it is done and failed (`GET /state` signals:
+    harness/faultproxy/state.py signal_views), else None (not a step, not done, or done ok)."""
+    sig = next((s for s in st.get("signals") or () if s.get("rule") == rule_id), None)
+    if sig is None or not sig.get("done") or sig.get("ok"):
+        return None
+    return str((sig.get("result") or {}).get("error") or "no error given")
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
@@ -739,7 +765,8 @@ def main(argv: list[str] | None = None) -> int:
     _add_name(h)
     h.set_defaults(func=_cmd_holds)
     w = sub.add_parser("wait", help="wait until a rule's flow was held, released or answered (for scripts: exit 0 "
-                                    "when it happened, 1 on --timeout)")
+                                    "when it happened, 1 on --timeout or when the plan step or process fault it "
+                                    "names failed)")
     w.add_argument("rule", help="a loaded rule's id")
     w.add_argument("--state", choices=("held", "released", "answered"), default="held",
                    help="what to wait for, as a release trigger means it (default held)")

@@ -341,6 +341,23 @@ def _variables(problems: _Problems, node: yaml.Node) -> None:
             _variables(problems, v)
 
 
+#: A Kubernetes namespace name: an RFC 1123 label (k8s.io/apimachinery pkg/util/validation IsDNS1123Label,
+#: which kube-apiserver's namespace validation uses).
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def check_namespace(namespace: str) -> str:
+    """`namespace` if it can name a Kubernetes namespace (an RFC 1123 label: at most 63 characters, lower-case
+    letters, digits and '-', starting and ending with a letter or digit; k8s.io/apimachinery
+    pkg/util/validation IsDNS1123Label), else PlanError saying what a usable one looks like."""
+    if len(namespace) <= 63 and _DNS1123_LABEL.fullmatch(namespace):
+        return namespace
+    why = "is longer than 63 characters" if len(namespace) > 63 else (
+        "is empty" if not namespace else "is not an RFC 1123 label")
+    raise PlanError(f"namespace {namespace!r} {why}: a Kubernetes namespace name has at most 63 lower-case letters, "
+                    "digits and '-', and starts and ends with a letter or digit (e.g. --namespace team-a)")
+
+
 def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) -> Plan:
     """Parse and validate plan text. `namespace` (a case's namespace) is set on rules whose match has
     none, so that a plan written for any namespace acts only inside one; it is also the value of
@@ -350,8 +367,11 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     step before it (`{step: previous}`; the first runs when the plan is loaded).
 
     Raises PlanError with every problem found ("file:line: …", one line each, sorted by line; the YAML
-    itself must parse for anything past its syntax error to be checked); nothing is half-loaded.
+    itself must parse for anything past its syntax error to be checked); nothing is half-loaded. A
+    `namespace` that cannot name a Kubernetes namespace is a PlanError too (check_namespace).
     """
+    if namespace is not None:
+        check_namespace(namespace)
     try:
         for ev in yaml.parse(text):
             # Anchors and aliases can expand exponentially ("billion laughs"); a plan never needs them.

@@ -44,3 +44,18 @@ def test_every_problem_of_every_file_exit_2(tmp_path: Path, capsys: pytest.Captu
     assert any("missing.yaml: cannot read the plan" in line for line in err)
     assert err[-1] == "kueue-harness: 3 of 4 plans invalid (docs/fault-plans.md, Validation)"
     assert f"{good}: valid" in captured.out
+
+
+@pytest.mark.parametrize("ns,why", [("Bad_NS!", "is not an RFC 1123 label"), ("-a", "is not an RFC 1123 label"),
+                                    ("a-", "is not an RFC 1123 label"), ("a.b", "is not an RFC 1123 label"),
+                                    ("x" * 64, "is longer than 63 characters"), ("", "is empty")])
+def test_a_namespace_that_cannot_name_a_namespace_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture, ns: str, why: str) -> None:
+    monkeypatch.setenv("KUEUE_HARNESS_CACHE", str(tmp_path / "no-cache"))
+    assert cli.main(["plan", "validate", "stuck-preemption", f"--namespace={ns}"]) == 2
+    err = capsys.readouterr().err
+    assert f"namespace {ns!r} {why}: a Kubernetes namespace name has at most 63 lower-case letters" in err, err
+    # `plan load` refuses it before it looks for a session (exit 2, nothing loaded).
+    assert cli.main(["plan", "load", "stuck-preemption", f"--namespace={ns}"]) == 2
+    assert f"namespace {ns!r} {why}" in capsys.readouterr().err
+    assert cli.main(["plan", "validate", "stuck-preemption", "--namespace", "team-a" + "1" * 57]) == 0

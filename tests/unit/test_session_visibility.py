@@ -18,6 +18,7 @@ import pytest
 from harness import cli
 from harness.faultproxy.state import EndedHold
 from harness.notices import EventFollower, notice
+from harness.plans import parse_plan
 from harness.waiting import wait_for
 from tests.unit.addon_flows import ADMISSION, NS, WL1, WL2, status_patch
 from tests.unit.live_proxy import LiveProxy
@@ -112,6 +113,35 @@ def test_wait_refusals_and_the_near_miss_in_the_timeout(live: LiveProxy, capsys)
     live.request(status_patch(WL1, ADMISSION)).result(5)
     code, _, err = _cli(capsys, "wait", "obs", "--state", "answered", "--timeout", "0.3")
     assert code == 1 and "rule obs has matched nothing, but admission" in err and "job-job1-*" in err, err
+
+
+def test_wait_on_a_failed_step_exits_1_and_says_it_failed(live: LiveProxy, capsys) -> None:
+    # A step with no `after` fires when loaded; the harness reports it failed (as the Nemesis does when
+    # kube-apiserver answers 422): `released` was reached, but what the script waits for did not happen.
+    for sid in ("bad", "good"):
+        plan = parse_plan(f"apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: {sid}\nsteps:\n"
+                          f"  - {{id: {sid}, create: {{builder: local_queue, args: {{name: lq, cluster_queue: cq}}}}}}\n",
+                          f"{sid}.yaml", namespace="team-a")
+        code, payload = live.handle("POST", "/plan", plan.to_wire())
+        assert code in (200, 201), payload
+    live.handle("POST", "/signals/bad/done", {"ok": False, "error": "StepError: create LocalQueue team-a/lq: "
+                                                                     "kube-apiserver answered 422 Invalid"})
+    code, out, err = _cli(capsys, "wait", "bad", "--state", "released", "--timeout", "5")
+    assert code == 1 and out == "", (out, err)
+    assert "rule bad: released after" in err and "but it FAILED: StepError: create LocalQueue team-a/lq: " \
+        "kube-apiserver answered 422 Invalid" in err and "kueue-harness holds" in err, err
+    # A step that succeeded is a plain 0.
+    live.handle("POST", "/signals/good/done", {"ok": True, "seconds": 0.01})
+    code, out, _ = _cli(capsys, "wait", "good", "--state", "released", "--timeout", "5")
+    assert code == 0 and out.startswith("rule good: released"), out
+
+
+@pytest.mark.parametrize("status", ["999", "99", "600", "-1"])
+def test_wait_refuses_a_status_that_is_no_http_status(live: LiveProxy, capsys, status: str) -> None:
+    _rule(live, id="adm", match={"write": "admission"})
+    code, _, err = _cli(capsys, "wait", "adm", "--state", "answered", f"--status={status}")
+    assert code == 2 and f"--status must be an HTTP status code, 100 to 599, got {status}" in err, err
+    assert _cli(capsys, "wait", "adm", "--state", "answered", "--status", "599", "--timeout", "0.2")[0] == 1
 
 
 def test_holds_watch_refreshes_until_ctrl_c(live: LiveProxy, tmp_path: Path) -> None:
