@@ -173,6 +173,17 @@ def wait_timed_out(fake: Fake) -> Result:
     return [(code, out)]
 
 
+def wait_step_failed(fake: Fake) -> Result:
+    live = _live_proxy(fake)
+    code, payload = live.handle("POST", "/rules", {"id": "s", "action": "create", "create": [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "lq"}}]})
+    assert code == 201, payload
+    live.handle("POST", "/signals/s/done", {"ok": False, "error": "StepError: kube-apiserver answered 422"})
+    code, out = _run(fake, "wait", "s", "--state", "released", "--timeout", "5")
+    assert "rule s: released after" in out and "but it FAILED: StepError: kube-apiserver answered 422" in out, out
+    return [(code, out)]
+
+
 def rule_matches_nothing(fake: Fake) -> Result:
     from tests.unit.addon_flows import status_patch
 
@@ -313,6 +324,7 @@ PROVOKE: dict[str, Callable[..., Result]] = {
     "the proxy refused": proxy_refused,
     "hold hN expired at": hold_expired,
     "timed out after Ns waiting for rule": wait_timed_out,
+    "but it FAILED": wait_step_failed,
     "WARNING: rule X has matched nothing": rule_matches_nothing,
     "--keep-env cannot keep a local environment": pytest_keep_env,
     "no case matched": no_case_matched,
