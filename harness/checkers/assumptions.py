@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from harness.checkers.base import (
-    Finding, History, Objects, case_end, events, register, restart_cut_flow_errors, within_case,
+    Finding, History, Objects, case_end, events, register, restart_cut_flow_errors, rule_loads, within_case,
 )
 from harness.names import Names
 
@@ -113,8 +113,10 @@ class StepsDone:
     """Every plan step loaded during the case (harness/actions.py step kinds: create, patch, delete, wait)
     ran and succeeded before the verdict: the proxy signalled it and the harness reported it done with
     ok (its `signal_done`). A step that failed (kube-apiserver refused it, a wait timed out), never ran
-    (its `after` triggers never held) or was still running means the scenario the plan describes did not
-    happen. No steps: nothing to judge (no finding)."""
+    (its `after` triggers never held), was still running, or was removed while it ran means the scenario the
+    plan describes did not happen. Each load of a step is judged on its own (base.rule_loads): a step that
+    failed and was loaded again is still a failure of its first load. A step removed before it began (`plan
+    clear` in a session) was withdrawn: said, not a failure. No steps: nothing to judge (no finding)."""
 
     name: ClassVar[str] = "steps_done"
     kind: ClassVar[str] = "assumption"
@@ -124,29 +126,33 @@ class StepsDone:
 
         seen = within_case(history)
         step_kinds = set(actions.step_names())
-        steps = [e["rule"] for e in seen if e.get("source") == "proxy" and e.get("event") == "rule_added"
-                 and isinstance(e.get("rule"), Mapping) and e["rule"].get("action") in step_kinds]
+        steps = [lr for lr in rule_loads(seen) if lr.rule.get("action") in step_kinds]
         if not steps:
             return []
-        bad, good = [], []
-        for rule in steps:
-            rid = rule.get("id")
-            mine = [e for e in seen if e.get("source") == "proxy" and e.get("rule") == rid]
-            fired = next((e for e in mine if e.get("event") == "signalled"), None)
-            done = next((e for e in mine if e.get("event") == "signal_done"), None)
-            if fired is None:
+        bad, good, withdrawn = [], [], []
+        for lr in steps:
+            rule, done = lr.rule, lr.done
+            if lr.fired is None and lr.removed is not None:
+                withdrawn.append(lr.label)
+            elif lr.fired is None:
                 after = ", ".join(_trigger_words(t) for t in (rule.get("release") or {}).get("after") or [])
-                bad.append(f"step {rid} never ran (its triggers never all held: {after or 'none'})")
+                bad.append(f"step {lr.label} never ran (its triggers never all held: {after or 'none'})")
+            elif done is None and lr.removed is not None:
+                bad.append(f"step {lr.label} was removed while it ran, so how it ended is unknown")
             elif done is None:
-                bad.append(f"step {rid} was still running when the case was judged")
+                bad.append(f"step {lr.label} was still running when the case was judged")
             elif not done.get("ok"):
-                bad.append(f"step {rid} ({rule.get('action')}) failed: {done.get('error', '?')}")
+                bad.append(f"step {lr.label} ({rule.get('action')}) failed: {done.get('error', '?')}")
             else:
-                good.append(f"{rid} ({rule.get('action')}, {done.get('seconds', '?')} s)")
+                good.append(f"{lr.label} ({rule.get('action')}, {done.get('seconds', '?')} s)")
+        note = (f" Removed before they began (not judged): {', '.join(withdrawn)}." if withdrawn else "")
         if bad:
             return [_void(self.name, f"{len(bad)} plan step(s) did not run to success",
-                          names.text("; ".join(bad)) + ".")]
-        return [_ok(self.name, "every plan step ran and succeeded", "Steps " + ", ".join(good) + " ran and succeeded.")]
+                          names.text("; ".join(bad)) + "." + note)]
+        if not good:
+            return [_ok(self.name, "every plan step was removed before it began", note.strip())]
+        return [_ok(self.name, "every plan step ran and succeeded",
+                    "Steps " + ", ".join(good) + " ran and succeeded." + note)]
 
 
 def _trigger_words(t: Any) -> str:

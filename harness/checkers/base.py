@@ -249,3 +249,81 @@ def events(history: History, source: str, *kinds: str) -> list[Mapping[str, Any]
 
 
 Describe = Callable[[Any], str]
+
+
+@dataclass
+class LoadedRule:
+    """One load of a rule, with the proxy's events of *that* load: a rule id may be loaded, removed (`plan
+    clear`) and loaded again, so a `signalled` or `signal_done` belongs to the load of its id that came last
+    before it (the proxy refuses an id that is loaded already: harness/faultproxy/state.py add_rules).
+    `load`: 1, 2, … for the loads (add_rules calls) in the history's order; `nth`/`of`: which load of this
+    id it is, and how many the history has."""
+
+    rule: Mapping[str, Any]
+    added: Mapping[str, Any]
+    load: int
+    plan: str | None
+    nth: int = 1
+    of: int = 1
+    fired: Mapping[str, Any] | None = None
+    done: Mapping[str, Any] | None = None
+    removed: Mapping[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        return str(self.rule.get("id"))
+
+    @property
+    def label(self) -> str:
+        """The id, and which load of it when it was loaded more than once ("w1 (2nd of 2 loads)")."""
+        if self.of == 1:
+            return self.id
+        nth = {1: "1st", 2: "2nd", 3: "3rd"}.get(self.nth, f"{self.nth}th")
+        return f"{self.id} ({nth} of {self.of} loads)"
+
+
+def rule_loads(history: History) -> list[LoadedRule]:
+    """Every rule the proxy loaded (`rule_added`), in the history's order, each with its first `signalled`,
+    its `signal_done` and its `rule_removed` of that load (LoadedRule). Loads are told apart by the event's
+    `load` number; histories from before it by grouping: consecutive `rule_added` events of one plan (and
+    plan_source) whose ids do not repeat are one load, a rule added alone is a load of its own."""
+    out: list[LoadedRule] = []
+    current: dict[str, LoadedRule] = {}
+    numbers: dict[Any, int] = {}
+    group: tuple[Any, set[str]] | None = None  # the load being read, for histories without `load`
+    for e in history:
+        if e.get("source", "proxy") != "proxy":
+            continue
+        ev = e.get("event")
+        if ev != "rule_added":
+            group = None  # one load's rule_added events are logged one after another
+        if ev == "rule_added" and isinstance(e.get("rule"), Mapping):
+            rid = str(e["rule"].get("id"))
+            if "load" in e:
+                key: Any = ("load", e["load"])
+            else:
+                src = e.get("plan_source") if isinstance(e.get("plan_source"), Mapping) else {}
+                plan_key = (e.get("plan"), tuple(sorted((str(k), str(v)) for k, v in src.items())))
+                if not e.get("plan") or group is None or group[0][0] != plan_key or rid in group[1]:
+                    group = ((plan_key, len(numbers)), set())
+                group[1].add(rid)
+                key = ("group", group[0])
+            load = numbers.setdefault(key, len(numbers) + 1)
+            lr = LoadedRule(e["rule"], e, load, e.get("plan"))
+            out.append(lr)
+            current[rid] = lr
+        elif ev in ("signalled", "signal_done") and str(e.get("rule")) in current:
+            lr = current[str(e.get("rule"))]
+            if ev == "signalled" and lr.fired is None:
+                lr.fired = e
+            elif ev == "signal_done" and lr.done is None:
+                lr.done = e
+        elif ev == "rule_removed" and str(e.get("rule")) in current:
+            current.pop(str(e.get("rule"))).removed = e
+    counts: dict[str, int] = {}
+    for lr in out:
+        counts[lr.id] = counts.get(lr.id, 0) + 1
+        lr.nth = counts[lr.id]
+    for lr in out:
+        lr.of = counts[lr.id]
+    return out

@@ -193,6 +193,7 @@ class ProxyState:
         self.fact_problems: dict[str, str] = {}  # fact key -> why it can never hold (the harness found out)
         self._seq = itertools.count(1)
         self._hold_seq = itertools.count(1)
+        self._load_seq = itertools.count(1)  # one number per add_rules call: `rule_added`'s `load`
 
     # ---- flows -----------------------------------------------------------------------------------
     def new_flow(self, flow_id: str, write: KueueWrite | None, label: str) -> FlowState:
@@ -291,21 +292,24 @@ class ProxyState:
     def add_rules(self, rules: list[Rule], plan: str | None = None, single: bool = False,
                   source: dict[str, str] | None = None) -> None:
         """Load `rules` all or nothing. Raises RuleError (nothing changed) on an id clash or a trigger
-        naming an unknown rule. Logs `rule_added` per rule (with `plan` unless `single`, and `plan_source`
-        when given: the plan's file, namespace and the command that loaded it); process faults without
-        triggers fire now, those with a `release.timeout` get their timer."""
+        naming an unknown rule. Logs `rule_added` per rule (with `load`: the number of this call, 1, 2, …,
+        the same for every rule it adds, so a plan loaded again with the same ids is told apart; `plan`
+        unless `single`, and `plan_source` when given: the plan's file, namespace and the command that
+        loaded it); process faults without triggers fire now, those with a `release.timeout` get their
+        timer."""
         validate_rule_set(rules, set(self.rules.rules))
+        load = next(self._load_seq)
         for r in rules:
             self.rules.add(r)
             self.rule_flows.pop(r.id, None)  # a reloaded id starts with fresh trigger state
             self.unmatched.pop(r.id, None)
             self.near.pop(r.id, None)
             if single:
-                self.log.write("rule_added", rule=r.to_dict())
+                self.log.write("rule_added", rule=r.to_dict(), load=load)
             elif source:
-                self.log.write("rule_added", rule=r.to_dict(), plan=plan, plan_source=source)
+                self.log.write("rule_added", rule=r.to_dict(), plan=plan, plan_source=source, load=load)
             else:
-                self.log.write("rule_added", rule=r.to_dict(), plan=plan)
+                self.log.write("rule_added", rule=r.to_dict(), plan=plan, load=load)
         for r in rules:
             if r.kind.consulted == "signal":
                 self._arm(r)

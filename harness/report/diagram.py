@@ -12,7 +12,7 @@ from typing import Any
 
 from harness import actions, kueue_log, repeats
 from harness.checkers import Finding
-from harness.checkers.base import restart_cut_flow_errors, verdict_event, within_case
+from harness.checkers.base import restart_cut_flow_errors, rule_loads, verdict_event, within_case
 from harness.names import Names, _workload_names, case_t0
 
 #: Diagram lines beyond which uneventful watch deliveries and pass-through writes are dropped.
@@ -107,23 +107,20 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
             if e.get("event") == "response":
                 d["response"] = e
     waited_rv = {str(e.get("resource_version")) for e in history if e.get("event") == "watch_delivered"}
-    # Plan steps (harness/actions.py step kinds) by id, and why each was signalled, for their lines.
+    # Plan steps (harness/actions.py step kinds) by load (an id loaded again after `plan clear` is another
+    # step): each one's signalled and signal_done events, for their lines; each load's rule ids.
     step_kinds = set(actions.step_names())
-    step_rules = {str(e["rule"].get("id")): e["rule"] for e in history
-                  if e.get("event") == "rule_added" and isinstance(e.get("rule"), Mapping)
-                  and e["rule"].get("action") in step_kinds}
-    step_fired = {str(e.get("rule")): e for e in history
-                  if e.get("event") == "signalled" and str(e.get("rule")) in step_rules}
-    step_done = {str(e.get("rule")): e for e in history
-                 if e.get("event") == "signal_done" and str(e.get("rule")) in step_rules}
+    loads = rule_loads(history)
+    load_of = {id(lr.added): lr for lr in loads}
+    step_of = {id(x): lr for lr in loads if lr.rule.get("action") in step_kinds for x in (lr.fired, lr.done) if x}
     # A fact only wait steps wait for is said by the wait's own line.
-    wait_ids = {i for i, r in step_rules.items() if r.get("action") == "wait"}
+    wait_ids = {lr.id for lr in loads if lr.rule.get("action") == "wait"}
     # Errors of connections that were not the case's (Kueue's old process, cut by a configuration restart,
     # or anything before the case started): one note, as the proxy-failure assumption leaves them out.
     cut = restart_cut_flow_errors(history)
     cut_shown: set[str] = set()
     lines: list[_Line] = []
-    plans_shown: set[str] = set()
+    plans_shown: set[Any] = set()  # the loads whose "load fault plan" line is drawn
     last_seen: dict[str, tuple] = {}
     verdict_done = False
 
@@ -137,11 +134,11 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
                 rule = e.get("rule") or {}
                 plan = e.get("plan")
                 if plan:
-                    if plan in plans_shown:
+                    load = load_of[id(e)].load if id(e) in load_of else plan
+                    if load in plans_shown:
                         continue
-                    plans_shown.add(plan)
-                    ids = [r.get("rule", {}).get("id") for r in history
-                           if r.get("event") == "rule_added" and r.get("plan") == plan]
+                    plans_shown.add(load)
+                    ids = [lr.id for lr in loads if lr.load == load]
                     lines.append(_Line(ts, f"Test->>Proxy: {t(e)} load fault plan {_clean(plan)}: {_clean(', '.join(map(str, ids)))}", "msg"))
                 else:
                     lines.append(_Line(ts, f"Test->>Proxy: {t(e)} rule {_clean(_rule_text(rule, names))}", "msg"))
@@ -223,13 +220,11 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
                                    keep=bool(gone) or waited or "Evicted" in now_true))
             elif ev == "watch_event_dropped":
                 lines.append(_Line(ts, f"API--xProxy: {t(e)} watch {names.wl(e.get('name'))} rv {e.get('resource_version')} dropped (rule {_clean(str(e.get('rule')))})", "msg"))
-            elif ev == "signalled" and str(e.get("rule")) in set(step_rules) - wait_ids:
+            elif ev == "signalled" and id(e) in step_of and step_of[id(e)].rule.get("action") != "wait":
                 # Drawn when it started: its calls follow at once, before what Kueue made of them.
-                lines.append(_step_line(step_done.get(str(e.get("rule")), {}), step_rules[str(e.get("rule"))], e,
-                                        names, t))
-            elif ev == "signal_done" and str(e.get("rule")) in wait_ids:
-                lines.append(_step_line(e, step_rules[str(e.get("rule"))], step_fired.get(str(e.get("rule")), {}),
-                                        names, t))
+                lines.append(_step_line(step_of[id(e)].done or {}, step_of[id(e)].rule, e, names, t))
+            elif ev == "signal_done" and id(e) in step_of and step_of[id(e)].rule.get("action") == "wait":
+                lines.append(_step_line(e, step_of[id(e)].rule, step_of[id(e)].fired or {}, names, t))
             elif ev == "fact" and not set(e.get("rules") or ()) <= wait_ids:
                 where = "Kueue" if str(e.get("what", "")).startswith("Kueue logged") else "API"
                 lines.append(_Line(ts, f"Note over {where}: {t(e)} seen: {_wrap(names.text(str(e.get('what', ''))), 44)}",
