@@ -31,9 +31,11 @@ class History:
         self.started = time.time()
         self._lock = threading.Lock()  # the invariant monitor records from its watch threads
 
-    def record(self, event: str, source: str = "harness", **fields: Any) -> dict[str, Any]:
+    def record(self, event: str, source: str = "harness", at: float | None = None, **fields: Any) -> dict[str, Any]:
+        """Append the harness's event `event` with `fields`, at `at` (epoch seconds; default now: a session's
+        bundle records what it reads afterwards at the time it happened); returns it."""
         with self._lock:
-            ev = {"ts": time.time(), "source": source, "event": event, **fields}
+            ev = {"ts": time.time() if at is None else float(at), "source": source, "event": event, **fields}
             self.events.append(ev)
             if not self._fh.closed:
                 self._fh.write(json.dumps(ev, sort_keys=True, default=str) + "\n")

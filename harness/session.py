@@ -7,8 +7,9 @@ Layout (root: <cache>/sessions, <cache> as in harness/env/binaries.cache_root):
   <name>/session.json   {"name", "phase", "supervisor": {"pid", "start"}, "up": {"pid", "start"},
                          "artifacts", "log", "started"} while starting; once ready also "kueue_version",
                          "kueue", "api_url", "admin_kubeconfig", "kubectl", "proxy_url", "control_port",
-                         "control_token_file", "web_url", "state", "kueue_log" (and "cases" after `run
-                         --keep-env`). Paths only, never secrets (the control token stays in the 0600
+                         "control_token_file", "web_url", "state", "kueue_log", "kueue_baseline" (Kueue's
+                         start count and the epoch seconds when the session's Nemesis took over) (and
+                         "cases" after `run --keep-env`). Paths only, never secrets (the control token stays in the 0600
                          file it names).
   <name>/up.lock        flock held by the `up` that starts the session, until the session is ready.
   `down` (and a failed `up`) removes the folder.
@@ -578,6 +579,9 @@ def _serve(args: argparse.Namespace) -> int:
         # later with `plan load`, need the harness side too (harness/nemesis.py); before any plan loads.
         from harness.nemesis import Nemesis
 
+        # Kueue's start count when the session's own Nemesis takes over: restarts after it are the session's
+        # process faults (a session bundle's kueue_not_restarted_unasked: harness/report/from_session.py).
+        kueue_baseline = {"starts": env.kueue_starts(), "since": time.time()}
         nemesis = Nemesis.for_session(env, say=lambda line: print(line, flush=True)).start()
         # Expired holds and rules that match nothing go to the session log as they happen (harness/notices.py).
         from harness.notices import EventFollower, notice
@@ -606,6 +610,7 @@ def _serve(args: argparse.Namespace) -> int:
             "artifacts": str(art),
             "state": str(env.state),
             "kueue_log": str(env.kueue_log),
+            "kueue_baseline": kueue_baseline,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             # kube-scheduler's and kwok's versions when Pods run (up --pods, or a case of run --keep-env asked).
             "pods": env.pods_info(),

@@ -207,13 +207,19 @@ class KueueNotRestartedUnasked:
     """Kueue ran throughout the case, restarted only as often as the case asked (its `kueue_restart`
     events, and `kueue_configured` ones with restarted=true after the case started: a Kueue configuration a
     plan declared): the harness records Kueue's start count and liveness when the case starts and at its
-    verdict. A configuration change before `case_started` is already in the first start count."""
+    verdict. A configuration change before `case_started` is already in the first start count. `scope`:
+    what is judged, for the words ("case"; a session's bundle says "session": harness/report/from_session.py
+    records the session's Kueue states the same way, with its pid)."""
 
     name: ClassVar[str] = "kueue_not_restarted_unasked"
     kind: ClassVar[str] = "assumption"
 
+    def __init__(self, scope: str = "case") -> None:
+        self.scope = scope
+
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         seen = within_case(history)
+        scope = self.scope
         states = [e for e in seen if e.get("source") == "harness" and isinstance(e.get("kueue"), Mapping)]
         if len(states) < 2:
             return [_ok(self.name, "Kueue's state not recorded", "The history has no Kueue start counts to compare.")]
@@ -221,14 +227,16 @@ class KueueNotRestartedUnasked:
         asked = len(events(seen, "harness", "kueue_restart")) + len(events(seen, "nemesis", "kueue_restart"))
         asked += len([e for e in events(seen, "harness", "kueue_configured")
                       if e.get("restarted") and e["ts"] > states[0]["ts"]])
+        pid = f" (pid {last['pid']})" if last.get("pid") else ""
         if not last.get("alive", True):
-            return [_void(self.name, "Kueue exited during the case", "Kueue was not running at the end of the case, "
-                          "so its verdict means nothing (see the case's kueue.log).")]
+            return [_void(self.name, f"Kueue exited during the {scope}",
+                          f"Kueue{pid} was not running when the {scope} was judged, so its verdict means nothing "
+                          f"(see the {scope}'s kueue.log).")]
         if last.get("starts", 1) != first.get("starts", 1) + asked:
-            return [_void(self.name, "Kueue was restarted during the case without the case asking for it",
-                          f"Kueue started {last.get('starts', 1) - first.get('starts', 1)} more time(s) during the case; "
-                          f"the case asked for {asked}.")]
-        return [_ok(self.name, "Kueue ran throughout", f"Kueue kept running ({asked} restart(s) asked for).")]
+            return [_void(self.name, f"Kueue was restarted during the {scope} without the {scope} asking for it",
+                          f"Kueue started {last.get('starts', 1) - first.get('starts', 1)} more time(s) during the "
+                          f"{scope}; the {scope} asked for {asked}.")]
+        return [_ok(self.name, "Kueue ran throughout", f"Kueue{pid} kept running ({asked} restart(s) asked for).")]
 
 
 @register

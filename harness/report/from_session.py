@@ -6,7 +6,10 @@ scanned for the session's secrets; `kueue-harness report` re-checks it.
 
 A session has no case: nothing declared the checkers, so the bundle is judged by SESSION_CHECKERS (liveness
 of every preempting Workload, quota, the log flood, ClusterQueue status, and the assumptions that hold for
-hand-driven faults), at the time the bundle is made; bundle.json records them, so the re-check runs the same.
+hand-driven faults: as for a case, every plan step loaded ran and succeeded — steps_done — and Kueue kept
+running, restarted only by the session's own process faults — kueue_not_restarted_unasked, from Kueue's state
+the bundle records: session_kueue), at the time the bundle is made; bundle.json records them, so the re-check
+runs the same.
 """
 
 from __future__ import annotations
@@ -31,9 +34,41 @@ from harness.report.write import _feature_gates, complete_bundle, dump_objects, 
 
 #: The checkers a session's bundle is judged by (bundle.json "checkers").
 SESSION_CHECKERS: dict[str, dict[str, Any]] = {
-    "no_hold_expired": {}, "no_unexplained_proxy_failure": {},
-    "liveness": {}, "quota": {}, "log_flood": {}, "reservation": {},
+    "no_hold_expired": {}, "no_unexplained_proxy_failure": {}, "kueue_not_restarted_unasked": {"scope": "session"},
+    "steps_done": {}, "liveness": {}, "quota": {}, "log_flood": {}, "reservation": {},
 }
+#: Kueue's log line at every start of its manager (cmd/kueue/main.go setupLog.Info("Initializing", …)).
+KUEUE_START_LINE = "Initializing"
+
+
+def session_kueue(rec: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Kueue's state in session `rec` as kueue_not_restarted_unasked reads it: {"first": {"starts", "alive"}
+    and "since" (epoch s) when the session's Nemesis took over (the record's `kueue_baseline`; a session from
+    before it: 1 start, since its first event), "restarts": [the session's restart_kueue process faults done
+    ok since then: their `signal_done` events], "last": {"starts": the `Initializing` lines in its kueue.log,
+    "alive": whether the pid processes.json records for Kueue runs (with that start time), "pid"}}. None
+    when the session's process record cannot be read (nothing to judge)."""
+    import json as _json
+
+    from harness import actions
+    from harness.procs import is_alive
+
+    try:
+        procs = _json.loads((Path(rec["state"]) / "processes.json").read_text())["procs"]
+    except (KeyError, TypeError, OSError, ValueError):
+        return None
+    kueue = next((r for r in procs if isinstance(r, Mapping) and r.get("name") == "kueue"), None)
+    # No record: Kueue was stopped (a restart in progress, or it never came back).
+    alive = kueue is not None and is_alive(int(kueue["pid"]), kueue.get("start"))
+    log = Path(rec["kueue_log"]) if rec.get("kueue_log") else None
+    starts = sum(1 for line in (kueue_log.lines(log) if log else ()) if line.get("msg") == KUEUE_START_LINE)
+    base = rec.get("kueue_baseline") if isinstance(rec.get("kueue_baseline"), Mapping) else {}
+    since = float(base.get("since") or min([e["ts"] for e in events] or [time.time()]))
+    restart_kinds = {n for n in actions.names() if not actions.get(n).is_step and actions.get(n).consulted == "signal"}
+    restarts = [e for e in events if e.get("event") == "signal_done" and e.get("action") in restart_kinds
+                and e.get("ok") and e["ts"] >= since]
+    return {"first": {"starts": int(base.get("starts") or 1), "alive": True}, "since": since, "restarts": restarts,
+            "last": {"starts": starts, "alive": alive, **({"pid": kueue["pid"]} if kueue else {})}}
 
 
 @dataclass
@@ -214,20 +249,34 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
     dump_objects(d, objs)
     history = History(d / "history.jsonl")
     history.started = start
+    kueue = session_kueue(rec, events)
+    if kueue is not None:
+        # Kueue's start count at the window's start, and each restart the session asked for (its plans'
+        # process faults), as a case records them (kueue_not_restarted_unasked); its state now at the verdict.
+        history.record("case_started", at=start, case=f"kueue-harness up session {rec['name']}", namespace=ns,
+                       kueue=kueue["first"])
+        for e in kueue["restarts"]:
+            history.record("kueue_restart", at=e["ts"], kill=bool(e.get("kill")), rule=e.get("rule"))
     log_path = Path(rec["kueue_log"]) if rec.get("kueue_log") else None
     lines = [line for line in (kueue_log.lines(log_path) if log_path else ())
              if line.get("msg") in history.milestones]
     merged = history.merged(events, lines, keys)
     names = Names(merged, ns)
     plain, _ = split_managed_fields(objs)
-    verdict = compose(Selection(SESSION_CHECKERS), merged, plain, names)
+    judged = merged
+    if kueue is not None:
+        # Kueue's state now goes with the verdict event (recorded below); the checkers see it there already.
+        judged = merged + [{"ts": max([end] + [e["ts"] for e in merged]), "source": "harness", "event": "verdict",
+                            "kueue": kueue["last"]}]
+    verdict = compose(Selection(SESSION_CHECKERS), judged, plain, names)
     seen: dict[str, float] = {}
     for e in merged:
         seen[e["source"]] = max(seen.get(e["source"], e["ts"]), e["ts"])
     broken = [f.check for f in verdict.findings if f.bearing and not f.assumption and f.result == "violated"]
     history.record("verdict", invariant=",".join(dict.fromkeys(broken)) or "liveness,quota",
                    held=verdict.verdict == "passed", verdict=verdict.verdict,
-                   reason=verdict.reason, seen=seen, session=rec["name"])
+                   reason=verdict.reason, seen=seen, session=rec["name"],
+                   **({"kueue": kueue["last"]} if kueue is not None else {}))
     final = history.finalize(events, log_path, keys)
     message = verdict.reason + "\n" + "\n".join(f"  {f.check}: {f.result}: {f.evidence}" for f in verdict.findings
                                                   if f.result not in ("held", "not applicable") or not f.assumption)
@@ -255,8 +304,9 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
         "workloads": sorted(keys),
         "window": [start, end],
         "notes": [f"made by `kueue-harness bundle` from session {rec['name']} (started {rec.get('started')}): "
-                  "its steps were done by hand, so the history holds no harness steps; the verdict is the "
-                  "session checkers' at the time of the bundle", *rerun_notes],
+                  "its steps were done by hand, so the history holds no harness steps (only Kueue's start count "
+                  "and liveness: case_started, kueue_restart, verdict); the verdict is the session checkers' at "
+                  "the time of the bundle", *rerun_notes],
         "checkers": SESSION_CHECKERS,
         "harness": harness_version(),
         # `up` with the plan it loaded, then each `plan load` (from the proxy's rule_added events).
