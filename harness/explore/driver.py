@@ -554,6 +554,9 @@ def render_summary(result: dict[str, Any]) -> str:
                          f"{f.get('bundle') or '-'} |")
     else:
         lines.append("No violation found.")
+    if c["tried"] and c["errors"] >= c["tried"]:
+        lines.append(f"WARNING: all {c['tried']} perturbations ended in error, so nothing was judged: read "
+                     "batches/*/pytest.log (e.g. the Kueue build or a case that fails on its own).")
     return "\n".join(lines) + "\n"
 
 
@@ -562,13 +565,33 @@ def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
     shard's (machine minutes summed apart), distinct violations joined by key (the earliest finding kept).
     Raises HarnessError for a folder without explore.json."""
     parts = []
+    seen: set[Path] = set()
     for d in dirs:
+        real = Path(d).resolve()
+        if real in seen:
+            raise HarnessError(f"explore merge: {d} is given twice (its runs would count twice)")
+        seen.add(real)
+        if out is not None and out.resolve() == real:
+            raise HarnessError(f"explore merge: --out {out} is one of the explorations merged: give a new folder "
+                               "(merging never overwrites an exploration)")
         f = Path(d) / "explore.json"
         if not f.is_file():
             raise HarnessError(f"{d}: no explore.json (a folder written by `kueue-harness explore --out`)")
-        parts.append(json.loads(f.read_text()))
+        try:
+            p = json.loads(f.read_text())
+            if not (isinstance(p, dict) and isinstance(p.get("counts"), dict) and isinstance(p.get("findings"), list)
+                    and isinstance(p.get("cases"), list) and "kueue" in p and "minutes" in p):
+                raise ValueError("not the shape explore writes (counts, findings, cases, kueue, minutes)")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise HarnessError(f"{f}: not an explore.json kueue-harness wrote ({str(e)[:200]}); copy it again from "
+                               "the shard's run") from None
+        parts.append(p)
     if not parts:
         raise HarnessError("explore merge: give the folders of the explorations to merge")
+    builds = sorted({str(p["kueue"]) for p in parts})
+    if len(builds) > 1:
+        raise HarnessError(f"explore merge: these explorations ran different Kueue builds ({', '.join(builds)}); "
+                           "merge the shards of one build at a time")
     counts: dict[str, int] = {}
     for p in parts:
         for k, v in p["counts"].items():
@@ -636,8 +659,12 @@ def cli(args: Any) -> int:
         if getattr(args, k) is not None and getattr(args, k) <= 0:
             raise HarnessError(f"--{k.replace('_', '-')} must be above 0, got {getattr(args, k)}")
     cases = [resolve_case(c) for c in args.cases]
-    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo)
+    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
+                                  getattr(args, "kueue_patch", None))
     out = Path(args.out or Path("artifacts") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    if out.is_dir() and any(out.iterdir()):
+        raise HarnessError(f"--out {out} already holds files (an earlier exploration?): evidence is never overwritten. "
+                           "Give a new folder; `--reference DIR` reuses an earlier exploration's reference runs")
     print(f"[explore] Kueue {spec.wanted}: building (or finding) the binaries")
     binaries.ensure_all(spec, lambda line: print(f"    {line}"))
     ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,

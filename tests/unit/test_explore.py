@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import HarnessError
+
 from harness.checkers import Selection, compose
 from harness.explore import driver, generate
 from harness.explore.minimize import drop_one, minimize, strengthen
@@ -345,6 +347,44 @@ def test_merge_sums_shards_and_keeps_the_earliest_finding(tmp_path: Path) -> Non
     assert "| 10 | 2 | 0 | 4 | 2 | 1 | 2 | 0 | 9.0 |" in (tmp_path / "all" / "summary.md").read_text()
     with pytest.raises(Exception, match="no explore.json"):
         driver.merge([tmp_path])
+    with pytest.raises(HarnessError, match="given twice"):
+        driver.merge([tmp_path / "s1", tmp_path / "s1"])
+    with pytest.raises(HarnessError, match="one of the explorations merged"):
+        driver.merge([tmp_path / "s1", tmp_path / "s2"], tmp_path / "s2")
+    for bad in ("{not json", "[]", '{"cases": 5}', b"\xff\xfe"):
+        (tmp_path / "s2" / "explore.json").write_bytes(bad if isinstance(bad, bytes) else bad.encode())
+        with pytest.raises(HarnessError, match="not an explore.json kueue-harness wrote"):
+            driver.merge([tmp_path / "s1", tmp_path / "s2"])
+    other = json.loads((tmp_path / "s1" / "explore.json").read_text())
+    (tmp_path / "s2" / "explore.json").write_text(json.dumps({**other, "kueue": "v0.17.4"}))
+    with pytest.raises(HarnessError, match="different Kueue builds"):
+        driver.merge([tmp_path / "s1", tmp_path / "s2"])
+
+
+def test_explore_refuses_an_out_folder_that_holds_files_and_takes_patches(tmp_path: Path, monkeypatch) -> None:
+    import argparse
+
+    from harness.env.kueue_build import KueueSpec
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "explore.json").write_text("{}")
+    seen = {}
+    real = KueueSpec.from_options
+
+    def spy(*a, **kw):
+        seen["args"] = a
+        return real(*a, **kw)
+
+    monkeypatch.setattr(KueueSpec, "from_options", staticmethod(spy))
+    patch = tmp_path / "fix.patch"
+    patch.write_text("diff\n")
+    args = argparse.Namespace(cases=["test_stuck_preemption_control"], shard=None, minutes=1.0, max_runs=1, batch=1,
+                              max_depth=1, min_runs=1, noop_every=1, kueue_version="v0.17.0", kueue_ref=None,
+                              kueue_source=None, kueue_repo=None, kueue_patch=[str(patch)], out=str(tmp_path / "old"),
+                              reference=None, stop_after=None, reference_only=False)
+    with pytest.raises(HarnessError, match="already holds files"):
+        driver.cli(args)
+    assert seen["args"][-1] == [str(patch)]
 
 
 def test_cases_resolve_by_name_or_node_id() -> None:
