@@ -74,9 +74,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
             raise HarnessError(f"another `kueue-harness up{session.name_option(name)}` is starting session {name} right "
                                "now: wait for it and stop it, or choose another name with --name")
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-    art = Path(args.artifacts_dir or Path("artifacts") / run_id).resolve()
     from harness.env import binaries
     from harness.env.local import check_free_space
+    from harness.env.runs import run_folder
+
+    art, note = run_folder(args.artifacts_dir, run_id)  # never over an earlier run: beside it, inside
+    art = art.resolve()
+    if note:
+        print(f"[kueue-harness] {note}", file=sys.stderr)
 
     art.mkdir(parents=True, exist_ok=True)
     # Foreseeable problems as one clear paragraph now, not as a fixture error inside pytest's report;
@@ -692,7 +697,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="build what is missing, run every case under cases/ (-k selects some) on "
                                    "real Kueue, print the verdicts", description=RUN_DESCRIPTION)
     _add_kueue_options(r)
-    r.add_argument("--artifacts-dir", help="where the evidence goes (default artifacts/<run-id>)")
+    r.add_argument("--artifacts-dir", help="where the evidence goes (default artifacts/<run-id>); a folder that "
+                                           "already holds a run is not written over: the run goes to <folder>/<run-id>")
     r.add_argument("--keep-env", action="store_true",
                    help="keep the environment afterwards as a session (the cases run inside it): `kueue-harness "
                         "status`, `holds`, `down` work on it. With --target kind: keep a kind cluster created here")
@@ -743,7 +749,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--intercept", help="with --ui: a mitmproxy filter whose flows the UI pauses, "
                                        "e.g. '~q & ~m PATCH & ~u /workloads/[^/]+/status\\b' (~u sees the query string, "
                                        "so not 'status$'); or by the addon's label: '~comment ^admission'")
-    u.add_argument("--artifacts-dir", help="where the session's logs and events go")
+    u.add_argument("--artifacts-dir", help="where the session's logs and events go (default artifacts/<run-id>); a "
+                                           "folder that already holds a run is not written over: the session's go "
+                                           "to <folder>/<run-id>")
     u.add_argument("--pods", action="store_true",
                    help="Pods that run: start kube-scheduler and kwok too, so Pods bound to kwok's fake Nodes run "
                         "(create Nodes annotated kwok.x-k8s.io/node=fake; docs/pods.md)")

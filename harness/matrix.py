@@ -38,8 +38,15 @@ def run_cases(spec: KueueSpec, targets: list[str], art: Path, runs: int = 1, k: 
     """Run pytest on `targets` against the Kueue `spec` in a child process, evidence in `art`; return its
     summary.json (empty "cases" when the run made none, with "exit" and "output_tail" to say why).
 
-    The child builds nothing new when the caller built `spec` first (the cache has it).
+    The child builds nothing new when the caller built `spec` first (the cache has it). An `art` that holds
+    an earlier run is not written over (nor is its summary.json read as this run's): the run goes to
+    `art`/<run-id> (harness/env/runs.py run_folder), which summary["artifacts"] names.
     """
+    from harness.env.runs import run_folder
+
+    art, note = run_folder(art, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+    if note and not quiet:
+        print(f"[kueue-harness] {note}", file=sys.stderr)
     art.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rN", "--no-verdict-table",
            *spec.cli_args(), f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--repeat={runs}"]
@@ -51,6 +58,7 @@ def run_cases(spec: KueueSpec, targets: list[str], art: Path, runs: int = 1, k: 
     summary_file = art / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {"cases": []}
     summary["exit"] = rc
+    summary["artifacts"] = str(art)
     if not summary["cases"]:
         summary["output_tail"] = (art / "pytest.log").read_text(errors="replace")[-1500:]
     return summary
@@ -116,7 +124,7 @@ def run_matrix(builds: list[str], out: Path, repo: str | None = None, runs: int 
             entry["run_seconds"] = round(time.monotonic() - t1, 1)
             entry.update(kueue_version=summary.get("kueue_version"), commit=(summary.get("kueue") or {}).get("commit")
                          or bins.kueue_build.commit, source=bins.kueue_build.source, rows=aggregate(summary),
-                         exit=summary["exit"], evidence=str(out / re.sub(r"[^A-Za-z0-9._-]+", "_", text)))
+                         exit=summary["exit"], evidence=summary["artifacts"])
             if not entry["rows"]:
                 entry["error"] = "no case ran: " + summary.get("output_tail", "")[-300:].replace("\n", " ")
             for c in entry["rows"]:

@@ -23,8 +23,11 @@ It follows the proxy's event file (proxy-events.jsonl, flushed per event) from w
 every `poll` seconds, in one thread; a process fault runs in a thread of its own. Everything it waits for
 is bounded.
 
-pytest: `pytest_runtest_call` below starts a Nemesis around every case body (the `case` fixture's
-CaseContext) and stops it — after any restart in progress finished — before the case's verdict.
+pytest: the `case` fixture (harness/pytest_plugin.py) starts a Nemesis for its CaseContext (`start_for_case`)
+as soon as the case has started — before any plan is loaded: `pytest --plan FILE` loads its plan while the
+case is set up (harness/explore/plugin.py), and a step with no `after` is signalled at once — and
+`pytest_runtest_call` below stops it after the body — after any restart in progress finished — before the
+case's verdict (the fixture's teardown stops one whose body never ran).
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class Nemesis:
         #: Rule id -> epoch seconds of its `signalled` (a wait step's `since: STEP` counts from then).
         self.signalled_at: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._stopped: bool | None = None  # stop()'s answer once stopped
 
     # ---- for a case / a session ------------------------------------------------------------------
     @classmethod
@@ -150,7 +154,9 @@ class Nemesis:
         """Settle (at most `timeout` seconds; `wait` steps still waiting give up at once and are reported
         failed: the case ended before what they wait for), then stop following and observing; delete the
         tick's namespace. Returns False if a process fault was still running (it goes on in its thread; the
-        caller decides)."""
+        caller decides). A second call returns the first one's answer."""
+        if self._stopped is not None:
+            return self._stopped
         self._cancel.set()
         ok = self.settle(timeout)
         self._stop.set()
@@ -164,7 +170,13 @@ class Nemesis:
                 client.CoreV1Api(self.api_client).delete_namespace(self.tick_namespace)
             except Exception as e:  # noqa: BLE001 - best effort: the environment goes away with the run
                 self.say(f"[kueue-harness] could not delete namespace {self.tick_namespace}: {e}")
+        self._stopped = ok
         return ok
+
+    @property
+    def stopped(self) -> bool:
+        """Whether stop() was called."""
+        return self._stopped is not None
 
     def busy(self) -> bool:
         """Whether a process fault is being performed right now (Kueue may be down for a moment)."""
@@ -397,18 +409,30 @@ class Nemesis:
 # ---- pytest glue (registered by harness/pytest_plugin.py: pytest_plugins) --------------------------
 
 
+def start_for_case(ctx: Any) -> "Nemesis | None":
+    """Start a Nemesis for a pytest CaseContext (None without a proxy), following the proxy's events from
+    now: called by the `case` fixture once the case started and before anything loads a plan, so that no
+    `signalled` or `rule_added` of the case is missed (a step with no `after` fires when its plan loads)."""
+    if getattr(ctx, "proxy", None) is None:
+        return None
+    return Nemesis.for_case(ctx).start()
+
+
+def stop_for_case(ctx: Any) -> None:
+    """Stop the case's Nemesis if it still runs; a process fault still running then is a `teardown_problem`."""
+    nem = getattr(ctx, "nemesis", None)
+    if nem is not None and not nem.stopped and not nem.stop():
+        ctx.record("teardown_problem", problem="a process fault was still running when the case ended")
+
+
 @pytest.hookimpl(wrapper=True, trylast=True)
 def pytest_runtest_call(item: pytest.Item):
-    """Around a case's body: a Nemesis follows the proxy; after the body it is stopped — any process
-    fault in progress finished first — before the plugin judges the case (this wrapper is the innermost,
-    so its tail runs before the verdict's)."""
-    ctx = getattr(item, "_kh_case", None)
-    nem = None
-    if ctx is not None and getattr(ctx, "proxy", None) is not None:
-        nem = Nemesis.for_case(ctx).start()
-        ctx.nemesis = nem
+    """After a case's body: its Nemesis (started by the `case` fixture) is stopped — any process fault in
+    progress finished first — before the plugin judges the case (this wrapper is the innermost, so its tail
+    runs before the verdict's)."""
     try:
         return (yield)
     finally:
-        if nem is not None and not nem.stop():
-            ctx.record("teardown_problem", problem="a process fault was still running when the case ended")
+        ctx = getattr(item, "_kh_case", None)
+        if ctx is not None:
+            stop_for_case(ctx)

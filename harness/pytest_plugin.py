@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -65,7 +66,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="a unified diff applied on top of --kueue-version/--kueue-ref before building (repeatable; "
                      "env KUEUE_HARNESS_KUEUE_PATCH)")
     g.addoption("--artifacts-dir", default=os.environ.get("KUEUE_HARNESS_ARTIFACTS"),
-                help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>)")
+                help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>); a folder "
+                     "that already holds a run is not written over: the run goes to <folder>/<run-id>, and says so")
     g.addoption("--keep-env", action="store_true", default=False,
                 help="--target kind: keep a kind cluster created here. A local environment cannot outlive pytest "
                      "(its processes die with it): use `kueue-harness run --keep-env`, which runs the cases "
@@ -121,11 +123,20 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.kueue_version = spec.wanted
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     base = config.getoption("--artifacts-dir")
-    art = Path(base) if base else Path("artifacts") / run_id
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker:
+    if PROVIDED_ENV is not None:
+        # `run --keep-env`: the session that runs the cases made this folder and already writes env/ there.
+        art = Path(base) if base else Path("artifacts") / run_id
+    else:
+        from harness.env.runs import run_folder
+
         # pytest -n N: each worker has its own environment, ports and evidence folder.
-        art = art / worker
+        art, note = run_folder(Path(base) / worker if base and worker else base, run_id)
+        if worker and not base:
+            art = art / worker
+        if note:
+            # A folder that holds an earlier run is never written over: this run goes beside it, inside.
+            print(f"kueue-harness: {note}", file=sys.stderr, flush=True)
     config._kh_artifacts = art  # type: ignore[attr-defined]
 
 
@@ -314,6 +325,9 @@ class CaseContext:
     kueue_declared: Any = None
     #: Nodes the case created (its `pods` marker, add_nodes()): the name it gave → the Node's name.
     nodes: dict[str, str] = field(default_factory=dict)
+    #: The harness side of the case's process faults, plan steps and facts (harness/nemesis.py), started
+    #: with the case, before any plan loads; stopped after the body.
+    nemesis: Any = None
     #: The invariant monitor the plugin runs for checkers that read its facts (`needs_monitor`), or None.
     _monitor: Any = None
     _log_lines: list[dict[str, Any]] = field(default_factory=list)
@@ -548,7 +562,12 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
 
         ctx._monitor = InvariantMonitor(cluster.api, ctx.history.record, ctx.prefix, namespace=ctx.ns,
                                         lifecycle=True).__enter__()
+    from harness.nemesis import start_for_case, stop_for_case
+
+    # Before anything loads a plan (`--plan` does while the case is set up): it must see every event.
+    ctx.nemesis = start_for_case(ctx)
     yield ctx
+    stop_for_case(ctx)  # already stopped after the body; not when the case's set-up failed after this fixture
     if ctx._monitor is not None:
         ctx._monitor.stop()
     proxy = kueue_env.proxy

@@ -386,8 +386,13 @@ def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, art
                   intercept: str | None, timeout: float, say: Say, cases: list[str] | None = None,
                   again: str = "kueue-harness up", pods: bool = False,
                   kueue_config: str | None = None) -> dict[str, Any]:
+    from harness.env.runs import run_folder
+
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-session-{name}-{os.getpid()}"
-    art = Path(artifacts or Path("artifacts") / run_id).resolve()
+    art, note = run_folder(artifacts, run_id)  # never over an earlier run's evidence: beside it, inside
+    art = art.resolve()
+    if note:
+        say(f"[kueue-harness] {note}")
     art.mkdir(parents=True, exist_ok=True)
     log = art / "session.log"
     spec_args = kueue_version.cli_args() if hasattr(kueue_version, "cli_args") else ["--kueue-version", kueue_version]

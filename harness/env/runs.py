@@ -33,3 +33,33 @@ def runs_root() -> Path:
     root.mkdir(parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     return root
+
+
+#: What in a folder shows that a run (pytest, `run`, `up`) already left its evidence there.
+RUN_MARKERS = ("summary.json", "junit.xml", "session.log", "env", "cases")
+
+
+def earlier_run(folder: Path) -> list[str]:
+    """The RUN_MARKERS `folder` holds ([] when it holds no run: missing, empty, or only other files, such as
+    the runs.json `kueue-harness explore` writes before its pytest starts)."""
+    return [m for m in RUN_MARKERS if (folder / m).exists()]
+
+
+def run_folder(given: str | Path | None, run_id: str) -> tuple[Path, str | None]:
+    """The folder a run writes its evidence to, and a note saying why it is not the one asked for (None when
+    it is). Without `given` (--artifacts-dir / KUEUE_HARNESS_ARTIFACTS): artifacts/<run_id>, a new folder per
+    run. With `given`: that folder, unless it already holds a run (earlier_run): evidence is never written
+    over, so the run then goes to `given`/<run_id> (with "-2", "-3" … if that exists), as artifacts/ holds
+    one folder per run. Nothing is created. `run_id`: "<YYYYmmdd-HHMMSS>-<pid>" (pytest_plugin, cli)."""
+    if not given:
+        return Path("artifacts") / run_id, None
+    base = Path(given)
+    found = earlier_run(base)
+    if not found:
+        return base, None
+    d, n = base / run_id, 1
+    while d.exists():
+        n += 1
+        d = base / f"{run_id}-{n}"
+    return d, (f"{base} already holds a run ({', '.join(found)}); evidence is never written over, so this run's "
+               f"goes to {d}")

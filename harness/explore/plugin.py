@@ -60,6 +60,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "violated an invariant (explore's setting: a bundle costs about a second)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Validate `--plan FILE` before any environment starts, as `up --plan` does: a usage error with every
+    `file:line:` problem. A bare name that is neither a file nor a shipped plan may be a plan next to a case
+    (`<case folder>/plans/<name>.yaml`): it is validated when the cases are collected."""
+    from harness.plans import PlanError, load_plan, shipped_plans
+
+    plan = config.getoption("kh_plan")
+    if not plan:
+        return
+    p = Path(plan)
+    if not p.exists() and not p.suffix and "/" not in plan and plan not in shipped_plans():
+        config._kh_plan_near = True  # type: ignore[attr-defined]
+        return
+    try:
+        load_plan(plan)
+    except PlanError as e:
+        raise pytest.UsageError(f"--plan {plan}: {e}") from None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--plan NAME` that only a case's folder may hold: every selected case must find it there, valid."""
+    if not getattr(config, "_kh_plan_near", False):
+        return
+    from harness.plans import PlanError, load_plan
+
+    plan = config.getoption("kh_plan")
+    checked: set[Path] = set()
+    for item in items:
+        folder = Path(str(item.path)).parent
+        if "case" not in getattr(item, "fixturenames", ()) or folder in checked:
+            continue
+        checked.add(folder)
+        if not (folder / "plans" / f"{plan}.yaml").is_file():
+            raise pytest.UsageError(f"--plan {plan}: no such file, no shipped plan of that name, and no "
+                                    f"{folder / 'plans' / (plan + '.yaml')} next to {item.nodeid}; give a plan "
+                                    "file or a shipped plan's name (`kueue-harness plan validate` lists problems)")
+        try:
+            load_plan(plan, near=folder)
+        except PlanError as e:
+            raise pytest.UsageError(f"--plan {plan}: {e}") from None
+
+
 def _runs(config: pytest.Config) -> list[dict[str, Any]]:
     cached = getattr(config, "_kh_explore_runs", None)
     if cached is None:
