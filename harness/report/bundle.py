@@ -213,6 +213,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "explore_result_not_written"): ("error",),
     ("proxy", "flow_error"): ("flow", "error"),
     ("proxy", "rule_added"): ("rule",),
+    ("proxy", "rule_removed"): ("rule",),
     ("proxy", "request"): ("flow", "method", "path", "write"),
     ("proxy", "held"): ("flow", "hold", "rule", "stage", "label"),
     ("proxy", "released"): ("flow", "hold", "rule", "stage", "label", "why"),

@@ -107,3 +107,17 @@ def test_a_step_removed_while_it_ran_is_not_a_success() -> None:
     h.sort(key=lambda e: e["ts"])
     [f] = StepsDone().check(h, {}, Names(h))
     assert f.result == "violated" and "step lq was removed while it ran, so how it ended is unknown" in f.evidence
+
+
+def test_the_history_keeps_rule_removed_so_a_withdrawn_step_is_not_a_failure(tmp_path) -> None:
+    # What a session bundle merges (harness/history.py): the proxy's rule_removed events must be in it, or the
+    # steps a `plan clear` withdrew read as "never ran" (seen live: "4 plan step(s) did not run to success").
+    from harness.history import History
+
+    proxy = [e for e in _two_loads() if e.get("source") == "proxy"]
+    history = History(tmp_path / "history.jsonl")
+    history.started = proxy[0]["ts"] - 1
+    merged = history.merged(proxy, [], set())
+    assert [e["rule"] for e in merged if e["event"] == "rule_removed"] == ["lq", "ready"]
+    [f] = StepsDone().check(merged, {}, Names(merged, "team-a"))
+    assert f.summary == "1 plan step(s) did not run to success", f.evidence
