@@ -15,9 +15,10 @@ Order (the heuristic; docs/architecture.md "explore"):
   then writes on the same objects, then the rest; held answers before held requests. The first
   `FRONT` extensions of a run go before every remaining root of its stage (a fuzzer's "new coverage
   first"), the rest after them. Depth is capped (`max_depth`).
-- **Stage 2, everything else:** holds of strict and Job writes, unobserved states (drop/delay the watch
-  events up to W's result), failed writes (409 / 500 once), restarts right after W was answered
-  (SIGTERM, SIGKILL), failed writes three times.
+- **Stage 2, everything else**, its families taken in turn: holds of strict and Job writes, unobserved
+  states (drop/delay the watch events up to W's result), failed writes (409 / 500 once), restarts right
+  after W was answered (SIGTERM, SIGKILL), failed writes three times. The driver takes every 4th run
+  from this stage (driver.OTHERS_EVERY).
 
 Pruning: one acting move per write kind and object role; E must be a different target whose event came
 after W's request in the trace; only the case's namespace; Workload creations are failed, never held (a
@@ -105,29 +106,31 @@ def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
         for a in later_events(trace, w):
             out.append((0, "stale", Move("hold", w.target, (a,))))
             out.append((0, "late-answer", Move("hold_response", w.target, (a,))))
-    # Stage 2: the rest.
-    for fam, m in _holds(trace, other):
-        out.append((2, fam, m))
+    # Stage 2: the rest, one family after the other in turn (each family in its own order), so that
+    # however far the budget reaches, every family got its first candidates.
+    fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], []]
     for role in dict.fromkeys(d.role for d in trace.deliveries):
         mods = trace.modified(role)
         glob = mods[0].glob if mods else ""
         for k in range(1, len(mods)):  # drop the first k only when a later event of the object follows
-            out.append((2, "unobserved", Move("drop_watch", Target("watch", role, glob), times=k)))
+            fams[1].append(("unobserved", Move("drop_watch", Target("watch", role, glob), times=k)))
         for k in range(1, len(mods) + 1):
-            out.append((2, "unobserved", Move("delay_watch", Target("watch", role, glob), times=k,
-                                              delay=WATCH_DELAY)))
+            fams[1].append(("unobserved", Move("delay_watch", Target("watch", role, glob), times=k,
+                                                delay=WATCH_DELAY)))
     for w in first:
-        if w.target.cls == "watch":
-            continue
         for status in (409, 500):
-            out.append((2, "failed", Move("fail", w.target, status=status, times=1)))
+            fams[2].append(("failed", Move("fail", w.target, status=status, times=1)))
     for w in first:
         if w.status == 200:
             for kill in (False, True):
-                out.append((2, "restart", Move("restart", w.target, kill=kill)))
+                fams[3].append(("restart", Move("restart", w.target, kill=kill)))
     for w in first:
         for status in (409, 500):
-            out.append((2, "failed", Move("fail", w.target, status=status, times=3)))
+            fams[4].append(("failed", Move("fail", w.target, status=status, times=3)))
+    for i in range(max(len(f) for f in fams)):
+        for f in fams:
+            if i < len(f):
+                out.append((2, *f[i]))
     return out
 
 

@@ -175,6 +175,9 @@ def test_roots_start_with_late_loose_writes_and_prune() -> None:
     assert not any(c.moves[0].kind in ("hold", "hold_response") and c.moves[0].target.cls == "create" for c in roots)
     drops = [c.moves[0].times for c in roots if c.moves[0].kind == "drop_watch" and c.moves[0].target.role == "job1"]
     assert drops == [1, 2, 3]  # never the last event of an object: Kueue must see it as it is
+    stage2 = [c for c in roots if c.stage == 2]
+    assert [c.moves[0].kind for c in stage2[:5]] == ["hold", "drop_watch", "fail", "restart", "fail"]  # in turn
+    assert stage2[4].moves[0].times == 3
     assert len({plan_key(c.moves) for c in roots}) == len(roots)
     assert all(validate(c.moves) is None for c in roots)
 
