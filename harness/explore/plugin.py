@@ -11,6 +11,7 @@ A case under such a plan is a *perturbed run*:
 - its step waits (harness/scenarios.py `wait_workload`) pace it instead of judging it: a step ends when
   its condition holds, when the plan holds a request (Kueue acted; the plan delays the effect), or after
   EXPLORE_STEP seconds, and never fails the run (`step_skipped` in the history says which ended how);
+  under a plan that restarts Kueue a step also waits for a restart it triggered to finish;
 - an invariant monitor watches its ClusterQueues throughout (a transient oversubscription counts);
 - after its body, the run waits until the plan holds nothing, then observes until an invariant is
   violated, or liveness decided and SETTLE seconds passed (bounded by LIVENESS_BOUND);
@@ -43,6 +44,10 @@ EXPLORE_STEP = 8.0
 #: when no invariant is violated: Kueue reacts to a late write within ~0.1-1 s (a late admission's
 #: oversubscription shows within ~100 ms: cases/kueue_11480/plans/quota-oversubscription.yaml).
 SETTLE = 2.0
+#: Seconds a step of a case under a plan that restarts Kueue waits for a restart to begin, and at most for
+#: it to finish (a restart takes 0.4-1.4 s: docs/fault-plans.md, "Process faults").
+RESTART_GRACE = 0.3
+RESTART_WAIT = 60.0
 #: The checkers every perturbed run is judged by besides the case's own.
 EXPLORE_CHECKERS = ("plan_happened", "watch_caught_up", "liveness", "quota", "log_flood")
 
@@ -181,6 +186,7 @@ class PerturbedRun:
         self.monitor: Any = None
         self.started = time.time()
         self.skipped: list[dict[str, Any]] = []
+        self.restarts = False
 
     # ---- before the body -----------------------------------------------------------------------
     def begin(self) -> None:
@@ -190,6 +196,7 @@ class PerturbedRun:
         plan = load_plan(self.plan_file, namespace=ctx.ns, near=ctx.case_folder)
         self.rule_ids = {r.id for r in plan.rules}
         self.timeouts = [r.release.timeout for r in plan.rules if r.release is not None and r.release.timeout]
+        self.restarts = any(r.action == "restart_kueue" for r in plan.rules)
         self.monitor = ctx.monitor(ctx.prefix)  # a context manager (the plugin's own monitor, when it runs one)
         self.monitor.__enter__()
         ctx.record("perturbed_run", run=self.run.get("id", ""), plan=plan.name, file=str(self.plan_file),
@@ -222,11 +229,27 @@ class PerturbedRun:
             how = wait_for(probe, timeout=min(timeout, EXPLORE_STEP), interval=0.05, what=what)
         except WaitTimeout:
             how = "timeout"
+        if self.restarts:
+            self._restart_quiet()
         if how != "held":
             rec = {"what": what, "why": how, "after": round(time.time() - t0, 3)}
             self.skipped.append(rec)
             self.ctx.record("step_skipped", **rec)
         return last.get("obj")
+
+    def _restart_quiet(self) -> None:
+        """Under a plan that restarts Kueue: let a restart its last step triggered begin (the Nemesis reads
+        the proxy's `signalled` within RESTART_GRACE) and finish, so that the case's next step does not
+        meet Kueue's webhooks down (a Job create fails while they are) — as a user would wait and retry."""
+        nem = getattr(self.ctx, "nemesis", None)
+        if nem is None:
+            return
+        t0 = time.time()
+        try:
+            wait_for(lambda: time.time() - t0 >= RESTART_GRACE and not nem.busy(), timeout=RESTART_WAIT,
+                     interval=0.05, what="a restart of Kueue the plan triggered to finish")
+        except WaitTimeout:
+            self.ctx.record("settle_problem", problem=f"a restart of Kueue took more than {RESTART_WAIT:g}s")
 
     # ---- after the body ------------------------------------------------------------------------
     def settle(self) -> None:
