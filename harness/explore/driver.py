@@ -284,8 +284,10 @@ class Explorer:
 
     def _progress(self, line: dict[str, Any], k: int, n: int) -> None:
         c = self.counts()
+        what = {"reproduced": "VIOLATION", "passed": "passed"}.get(str(line.get("verdict")),
+                                                                  "discarded" if line.get("assumption_failed") else "error")
         self.say(f"[explore {self.minutes():5.1f} min] batch {self.batches} run {k}/{n} {line.get('run')}: "
-                 f"{line.get('verdict')} ({line.get('seconds', 0):.1f}s) | before this batch: tried {c['tried']}, "
+                 f"{what} ({line.get('seconds', 0):.1f}s) | before this batch: tried {c['tried']}, "
                  f"discarded {c['discarded']}, violations {c['violations']} ({c['distinct']} distinct), "
                  f"queue {len(self.queue)}")
 

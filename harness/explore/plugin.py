@@ -297,6 +297,8 @@ class PerturbedRun:
             art = getattr(self.config, "_kh_artifacts", None)
             if art is not None:
                 line = {k: result[k] for k in ("run", "case", "verdict", "reason", "seconds")}
+                line["assumption_failed"] = any(f["assumption"] and f["result"] in ("violated", "inconclusive")
+                                                for f in result["findings"])
                 with open(Path(art) / PROGRESS_FILE, "a") as fh:
                     fh.write(json.dumps(line) + "\n")
         except Exception as e:  # noqa: BLE001 - the verdict stands without it; the driver says so
