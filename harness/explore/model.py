@@ -88,10 +88,10 @@ class After:
     def words(self, applied: bool = False) -> str:
         """In words; `applied`: the plan holds this write's answer, so the trigger waits for it to be
         applied by kube-apiserver instead (render_rules)."""
-        if self.mode == "delivered":
-            return f"Kueue saw the {self.target.words()}"
         if applied:
             return f"the {self.target.words()} was applied"
+        if self.mode == "delivered":
+            return f"Kueue saw the {self.target.words()}"
         return f"the {self.target.words()} was answered" + (f" {self.status}" if self.status else "")
 
 
@@ -171,8 +171,9 @@ def conflicts(moves: Plan) -> str | None:
 def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[str, Any]]:
     """The plan rules of `moves`, in move order, then an `observe` rule (every time, `times: null`) for each
     write a trigger names that no move acts on. A trigger on a write whose answer a `hold_response` move
-    holds waits for it to be *applied* (held with status 200), not answered: the answer is what that move
-    holds back, so waiting for it could only wait for itself.
+    holds waits for it to be *applied* (held with status 200), not answered or delivered (a `delivered`
+    trigger needs the answer too): the answer is what that move holds back, so waiting for it could only
+    wait for itself.
 
     Raises Unsatisfiable when a trigger waits for a 200 answer of a write another move fails, and
     ValueError when two moves act on one target."""
@@ -190,10 +191,11 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
             anchors.setdefault(rid, a.target)
         elif other.kind == "fail":
             raise Unsatisfiable(f"a trigger waits for {rid} while a move fails it")
+        if other is not None and other.kind == "hold_response":
+            # The answer (which `delivered` needs too) is what that move holds: wait for it to be applied.
+            return {"rule": rid, "state": "held", "status": 200}
         if a.mode == "delivered":
             return {"delivered": rid}
-        if other is not None and other.kind == "hold_response":
-            return {"rule": rid, "state": "held", "status": 200}
         t: dict[str, Any] = {"rule": rid, "state": "answered"}
         if a.status is not None:
             t["status"] = a.status

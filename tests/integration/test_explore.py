@@ -4,7 +4,7 @@ classified (violation, passed or discarded: never a harness error). The first an
 hold job1's admission until its eviction was answered / seen by Kueue: on an affected build that leaves
 job2 stuck (kubernetes-sigs/kueue#11480 scenario 1; not every time: Kueue may see the eviction before the
 late admission overwrites it, and then the plan is strengthened with one more move). The saved plan
-replays with `pytest --plan FILE`.
+replays with `pytest --plan FILE` (3 runs: at least one reproduces; none is void).
 
 The driver runs its batches in child pytest processes, as `kueue-harness explore` does.
 """
@@ -24,7 +24,7 @@ CASE = "test_stuck_preemption_control"
 def test_a_tiny_exploration_classifies_its_runs_and_its_finding_replays(tmp_path: Path, kueue_spec) -> None:
     lines: list[str] = []
     case = resolve_case(CASE)
-    ex = Explorer([case], kueue_spec, tmp_path / "explore", minutes=5, max_runs=3, batch=4, min_runs=2,
+    ex = Explorer([case], kueue_spec, tmp_path / "explore", minutes=5, max_runs=3, batch=4, min_runs=3,
                   noop_every=10, say=lines.append)
     result = ex.run()
     log = "\n".join(lines)
@@ -51,7 +51,7 @@ def test_a_tiny_exploration_classifies_its_runs_and_its_finding_replays(tmp_path
     stuck = [r for r in tried if r["keys"] == ["liveness:job2:stuck"]]
     assert {r["id"] for r in stuck}, log
     (finding,) = [f for f in result["findings"] if f["key"] == "liveness:job2:stuck"]
-    assert finding["reproduced"] in ("1/2", "2/2"), finding
+    assert finding["reproduced"] in ("1/3", "2/3", "3/3"), finding
     assert Path(finding["bundle"]).exists(), finding
     summary = (tmp_path / "explore" / "summary.md").read_text()
     assert "| 3 |" in summary and "liveness:job2:stuck" in summary
@@ -59,8 +59,10 @@ def test_a_tiny_exploration_classifies_its_runs_and_its_finding_replays(tmp_path
     # The saved minimal plan replays on the control case through pytest's --plan.
     art = tmp_path / "replay"
     p = subprocess.run([sys.executable, "-m", "pytest", case, "-q", "-p", "no:cacheprovider", "--no-verdict-table",
-                        f"--plan={finding['file']}", "--repeat=2", f"--artifacts-dir={art}", *kueue_spec.cli_args()],
+                        f"--plan={finding['file']}", "--repeat=3", f"--artifacts-dir={art}", *kueue_spec.cli_args()],
                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     entries = json.loads((art / "summary.json").read_text())["cases"]
-    assert len(entries) == 2 and all(e["verdict"] in ("reproduced", "passed") for e in entries), p.stdout[-3000:]
+    # Never "error": the plan happened as written in every replay (plan_happened); the race itself may go
+    # either way for a plan that reproduced less than 3/3.
+    assert len(entries) == 3 and all(e["verdict"] in ("reproduced", "passed") for e in entries), p.stdout[-3000:]
     assert any(e["verdict"] == "reproduced" and "job2 is stuck" in e["detail"] for e in entries), p.stdout[-3000:]

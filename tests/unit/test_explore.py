@@ -222,6 +222,17 @@ def test_seed_stuck_preemption_composes_into_a_valid_plan() -> None:
                                         "answer to the eviction of job1 until Kueue saw the admission of job1")
 
 
+def test_a_trigger_on_a_held_answer_waits_for_the_write_to_be_applied_whatever_its_mode() -> None:
+    """`delivered` needs the answer too: a plan that held the eviction's answer while the admission waited
+    for Kueue to see the eviction would wait for itself; it waits for the eviction to be applied."""
+    moves = (Move("hold", ADM1, (After(EVI1, "delivered", None),)),
+             Move("hold_response", EVI1, (After(ADM1, "answered", 200),)))
+    rules = {r["id"]: r for r in render_rules(moves)}
+    assert rules["admission-job1"]["release"]["after"] == [{"rule": "eviction-job1", "state": "held", "status": 200}]
+    assert validate(moves) is None
+    assert plan_words(moves).startswith("hold the admission of job1 until the eviction of job1 was applied;")
+
+
 def test_observed_anchor_for_a_trigger_no_move_acts_on() -> None:
     moves = (Move("hold", ADM1, (After(ADM2, "answered", 200), After(PEN1, "delivered", None))),)
     rules = render_rules(moves)
