@@ -11,10 +11,10 @@ Prints the restart seconds of each configuration change (docs/kueue-config.md).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.integration.child import run_child_cases
 
 CASES = textwrap.dedent('''
     import pytest
@@ -49,14 +49,8 @@ def _history(case_dir: Path) -> list[dict]:
 
 
 def test_cases_get_their_kueue_configuration_and_the_next_gets_the_default_back(tmp_path: Path, kueue_version: str) -> None:
-    f = tmp_path / "test_child.py"
-    f.write_text(CASES)
-    p = subprocess.run([sys.executable, "-m", "pytest", str(f), "-q", "-p", "no:cacheprovider", f"--rootdir={tmp_path}",
-                        f"--artifacts-dir={tmp_path / 'art'}", f"--kueue-version={kueue_version}"],
-                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
-    out = p.stdout
-    summary = json.loads((tmp_path / "art" / "summary.json").read_text())
-    v = {c["case"].split("::")[-1]: c for c in summary["cases"]}
+    run = run_child_cases(tmp_path, CASES, kueue_version)
+    out, v = run.out, run.verdicts
     assert [v[n]["verdict"] for n in sorted(v)] == ["passed", "passed", "error", "passed"], out
     assert "PrioritizePreemptorWorkloads is unknown to Kueue" in v["test_3_unknown_gate"]["detail"], v["test_3_unknown_gate"]
 

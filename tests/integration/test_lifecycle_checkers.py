@@ -9,10 +9,10 @@ The cases run in a child pytest, as a user runs them.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.integration.child import run_child_cases
 
 CASES = textwrap.dedent('''
     import pytest
@@ -57,14 +57,8 @@ CASES = textwrap.dedent('''
 
 
 def test_lifecycle_checkers_on_real_kueue(tmp_path: Path, kueue_version: str) -> None:
-    f = tmp_path / "test_child.py"
-    f.write_text(CASES)
-    p = subprocess.run([sys.executable, "-m", "pytest", str(f), "-q", "-p", "no:cacheprovider", f"--rootdir={tmp_path}",
-                        f"--artifacts-dir={tmp_path / 'art'}", f"--kueue-version={kueue_version}"],
-                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
-    out = p.stdout
-    summary = json.loads((tmp_path / "art" / "summary.json").read_text())
-    v = {c["case"].split("::")[-1]: c for c in summary["cases"]}
+    run = run_child_cases(tmp_path, CASES, kueue_version)
+    out, v = run.out, run.verdicts
     for name, want in (("test_plain_workload_life", "passed"), ("test_stuck_terminating", "reproduced")):
         assert v[name]["verdict"] == want, f"{name}: {v[name]['verdict']}: {v[name]['detail']}\n{out[-3000:]}"
     # Violated while it is stuck; the case then removes the finalizer itself, so the detail is either form.

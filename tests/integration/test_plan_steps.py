@@ -20,10 +20,10 @@ the proxy's `fact` → the hold's release), the scheduling cycles.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.integration.child import run_child_cases
 
 CASES = textwrap.dedent('''
     import pytest
@@ -199,15 +199,8 @@ def _cycles(history: list[dict], ns: str) -> dict[str, list[int]]:
 
 
 def test_plan_steps_on_real_kueue(tmp_path: Path, kueue_version: str) -> None:
-    f = tmp_path / "test_child.py"
-    f.write_text(CASES)
-    art = tmp_path / "art"
-    p = subprocess.run([sys.executable, "-m", "pytest", str(f), "-q", "-p", "no:cacheprovider", f"--rootdir={tmp_path}",
-                        f"--artifacts-dir={art}", f"--kueue-version={kueue_version}"],
-                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
-    out = p.stdout
-    summary = json.loads((art / "summary.json").read_text())
-    verdicts = {c["case"].split("::")[-1]: c for c in summary["cases"]}
+    run = run_child_cases(tmp_path, CASES, kueue_version)
+    out, verdicts, art = run.out, run.verdicts, run.art
     assert verdicts["test_barrier_two_in_one_cycle"]["verdict"] == "passed", (verdicts, out)
     assert verdicts["test_no_barrier"]["verdict"] == "passed", (verdicts, out)
     assert verdicts["test_fail_second_eviction_after_first_answered"]["verdict"] == "passed", (verdicts, out)

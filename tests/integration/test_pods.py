@@ -8,10 +8,10 @@ way a user runs them, so their verdicts, summary.json and the logs can be read a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.integration.child import run_child_cases
 
 CASES = textwrap.dedent('''
     import json
@@ -78,17 +78,10 @@ CASES = textwrap.dedent('''
 
 
 def test_pods_run_on_kwok_nodes_only_when_a_case_asks(tmp_path: Path, kueue_version: str) -> None:
-    f = tmp_path / "test_child.py"
-    f.write_text(CASES)
-    art = tmp_path / "art"
-    p = subprocess.run([sys.executable, "-m", "pytest", str(f), "-q", "-p", "no:cacheprovider", f"--rootdir={tmp_path}",
-                        f"--artifacts-dir={art}", f"--kueue-version={kueue_version}"],
-                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
-    out = p.stdout
-    summary = json.loads((art / "summary.json").read_text())
-    verdicts = {c["case"].split("::")[-1]: c for c in summary["cases"]}
+    run = run_child_cases(tmp_path, CASES, kueue_version)
+    out, summary, verdicts, art = run.out, run.summary, run.verdicts, run.art
     assert [v["verdict"] for v in verdicts.values()] == ["passed", "passed", "passed"], out
-    assert p.returncode == 0, out
+    assert run.returncode == 0, out
     # What ran is recorded like the other components.
     assert summary["pods"]["kube_scheduler"] == "v1.35.4" and summary["pods"]["kwok"] == "v0.8.0", summary["pods"]
     bundle = Path(verdicts["test_a_job_runs_on_a_kwok_node_and_finishes_on_demand"]["bundle"])
