@@ -1,7 +1,7 @@
 """How fast plan steps and fact triggers are, and how reliably the scheduler barrier puts two Workloads in
 one scheduling cycle, on the real components (docs/fault-plans.md, Steps and "A scheduler barrier").
 
-Starts a local environment (binaries cached) and runs a Nemesis (harness/nemesis.py) the way a case does;
+Starts a local environment (binaries cached) and runs a Nemesis (harness/nemesis/runner.py) the way a case does;
 each round loads the barrier plan below into a namespace of its own and measures, from the proxy's events
 and Kueue's log:
 
@@ -27,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import load, quiet_say, summary, write_result  # noqa: E402
 
-from harness import kueue_log  # noqa: E402
+from harness.kueue import log as kueue_log  # noqa: E402
 from harness import objects as o  # noqa: E402
 from harness.env.local import LocalEnvironment  # noqa: E402
-from harness.nemesis import Nemesis  # noqa: E402
-from harness.plans import parse_plan  # noqa: E402
-from harness.waiting import wait_for  # noqa: E402
+from harness.nemesis.runner import Nemesis  # noqa: E402
+from harness.plan.load import parse_plan  # noqa: E402
+from harness.common.waiting import wait_for  # noqa: E402
 
 PLAN = """
 apiVersion: kueue-harness/v1

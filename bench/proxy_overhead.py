@@ -14,7 +14,7 @@
         [--requests 500] [--watch-events 200] [--jobs 300] [--rounds 1] [--kueue-qps N] [--profile]
         [--skip-throughput]
 
-Any Kueue build (harness.env.kueue_build.KueueSpec): a tag (built from the Go module proxy, or from
+Any Kueue build (harness.build.kueue.KueueSpec): a tag (built from the Go module proxy, or from
 KUEUE_HARNESS_KUEUE_REPO / --kueue-repo where the proxy does not serve it) or a git ref. Kueue runs with
 that build's own defaults unless told otherwise; the results record its client rate limit as read from its
 source (apis/config/v1beta2/defaults.go: qps 20, burst 30 up to v0.18.x; qps 300, burst 500 from v0.19.0).
@@ -49,9 +49,9 @@ from _common import (ROOT, Profiler, categorize, load, print_profile, quiet_say,
                      top_frames, write_result)
 
 from harness import objects as o  # noqa: E402
-from harness import versions  # noqa: E402
+from harness.kueue import versions  # noqa: E402
 from harness.env.local import LocalEnvironment  # noqa: E402
-from harness.waiting import wait_for  # noqa: E402
+from harness.common.waiting import wait_for  # noqa: E402
 
 WL_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads"
 
@@ -195,7 +195,7 @@ def start_bare_mitmdump(env: LocalEnvironment, variant: str = "stream-only") -> 
     itself sets; or with the addon as `variant` says (BARE_VARIANTS). Recorded in the environment's
     process group, so env.stop() stops it. Returns (url, CA file)."""
     from harness.env.local import free_port
-    from harness.proxy import _mitm_tool  # noqa: PLC2701 - the same binary the harness runs
+    from harness.proxy.client import _mitm_tool  # noqa: PLC2701 - the same binary the harness runs
 
     port = free_port()
     confdir = env.state / "mitmproxy-bare"
@@ -207,8 +207,8 @@ def start_bare_mitmdump(env: LocalEnvironment, variant: str = "stream-only") -> 
     else:
         import secrets as _secrets
 
-        from harness import pki
-        from harness.proxy import ADDON
+        from harness.common import pki
+        from harness.proxy.client import ADDON
 
         token = confdir / "control.token"
         pki.write_private(token, _secrets.token_urlsafe(24).encode())
@@ -509,9 +509,9 @@ def start_env(spec: Any, art: Path, mode: str, overrides: dict[str, Any] | None,
 def proxy_profile(env: LocalEnvironment, cluster: o.Cluster, a, art: Path) -> dict[str, Any]:
     pid = env.procs.procs["proxy"][0].pid
     out: dict[str, Any] = {"pid": pid}
-    # The addon is the package harness/faultproxy (proxy_addons/kueue_faults.py only imports it).
+    # The addon is the package harness/proxy/addons (proxy_addons/kueue_faults.py only imports it).
     categories = [
-        ("addon: flow file (copy, redact, .mitm write)", ("faultproxy/flowfile.py", "harness/redact.py",
+        ("addon: flow file (copy, redact, .mitm write)", ("faultproxy/flowfile.py", "harness/common/redact.py",
                                                           "tnetstring", "io/io.py")),
         ("addon: event log (json.dumps + file write)", ("write (faultproxy/state.py)", "faultproxy/state.py")),
         ("addon: watch tap (line split + parse_watch_line)", ("faultproxy/watch.py", "parse_watch_line")),
@@ -571,8 +571,8 @@ def main() -> int:
     a = ap.parse_args()
     if not (1 <= a.requests <= 5000 and 1 <= a.watch_events <= 2000 and 1 <= a.jobs <= 1000 and 1 <= a.rounds <= 5):
         ap.error("bounds: --requests 1..5000, --watch-events 1..2000, --jobs 1..1000, --rounds 1..5")
-    from harness.env import binaries
-    from harness.env.kueue_build import KueueSpec
+    from harness.build import binaries
+    from harness.build.kueue import KueueSpec
 
     spec = KueueSpec.from_options(version=a.kueue_version, ref=a.kueue_ref, repo=a.kueue_repo)
     bins = binaries.ensure_all(spec, quiet_say("[bench build]"))  # build first: not inside a measured start

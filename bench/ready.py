@@ -40,10 +40,10 @@ from _common import ROOT, Profiler, categorize, load, print_profile, quiet_say, 
 
 from harness import objects as o  # noqa: E402
 from harness.env import pods as pods_part  # noqa: E402
-from harness import versions  # noqa: E402
+from harness.kueue import versions  # noqa: E402
 from harness.env import local  # noqa: E402
 from harness.env.local import LocalEnvironment  # noqa: E402
-from harness.waiting import wait_for  # noqa: E402
+from harness.common.waiting import wait_for  # noqa: E402
 
 #: What the harness does inside each profiled step: the outermost frame that matches wins.
 _PROBE = [("process spawn", ("Popen",)), ("probe: TLS handshake (a new connection per probe)", ("do_handshake",)),

@@ -1,6 +1,6 @@
 """How precise `delay_watch_events` is, and how long a plan's `restart_kueue` takes, on the real components.
 
-Starts a local environment (binaries cached), runs the harness's Nemesis (harness/nemesis.py) the way a
+Starts a local environment (binaries cached), runs the harness's Nemesis (harness/nemesis/runner.py) the way a
 case does, and measures:
 
 - watch delays: for each delay in --delays, --jobs Jobs whose Workloads' ADDED events are delayed; per
@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import load, quiet_say, summary, write_result  # noqa: E402
 
-from harness import kueue_log  # noqa: E402
+from harness.kueue import log as kueue_log  # noqa: E402
 from harness import objects as o  # noqa: E402
 from harness.env.local import LocalEnvironment  # noqa: E402
-from harness.faults import Rule  # noqa: E402
-from harness.nemesis import Nemesis  # noqa: E402
-from harness.waiting import wait_for  # noqa: E402
+from harness.plan.rules import Rule  # noqa: E402
+from harness.nemesis.runner import Nemesis  # noqa: E402
+from harness.common.waiting import wait_for  # noqa: E402
 
 NS = "bench-delay"
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from harness.checkers.base import (
     Finding, History, Objects, case_end, events, register, restart_cut_flow_errors, rule_loads, within_case,
 )
-from harness.names import Names
+from harness.history.names import Names
 
 #: Flow errors that are the client's doing, not the proxy's: client-go cancels watches and requests.
 CLIENT_SIDE_ERRORS = ("by client", "client disconnected", "Client disconnected", "peer closed connection")
@@ -110,7 +110,7 @@ class WriteLanded:
 
 @register
 class StepsDone:
-    """Every plan step loaded during the case (harness/actions.py step kinds: create, patch, delete, wait)
+    """Every plan step loaded during the case (harness/plan/actions.py step kinds: create, patch, delete, wait)
     ran and succeeded before the verdict: the proxy signalled it and the harness reported it done with
     ok (its `signal_done`). A step that failed (kube-apiserver refused it, a wait timed out), never ran
     (its `after` triggers never held), was still running, or was removed while it ran means the scenario the
@@ -122,7 +122,7 @@ class StepsDone:
     kind: ClassVar[str] = "assumption"
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
-        from harness import actions
+        from harness.plan import actions
 
         seen = within_case(history)
         step_kinds = set(actions.step_names())
@@ -156,7 +156,7 @@ class StepsDone:
 
 
 def _trigger_words(t: Any) -> str:
-    from harness.faults import Trigger
+    from harness.plan.rules import Trigger
 
     try:
         return Trigger(**t).describe() if isinstance(t, Mapping) else str(t)
@@ -208,7 +208,7 @@ class KueueNotRestartedUnasked:
     events, and `kueue_configured` ones with restarted=true after the case started: a Kueue configuration a
     plan declared): the harness records Kueue's start count and liveness when the case starts and at its
     verdict. A configuration change before `case_started` is already in the first start count. `scope`:
-    what is judged, for the words ("case"; a session's bundle says "session": harness/report/from_session.py
+    what is judged, for the words ("case"; a session's bundle says "session": harness/cli/bundle.py
     records the session's Kueue states the same way, with its pid)."""
 
     name: ClassVar[str] = "kueue_not_restarted_unasked"

@@ -1,6 +1,6 @@
 """The checker interface: a checker reads a case's history (and its final objects) and returns findings;
 `compose` runs a named set of them, assumptions first, and turns their findings into one verdict. The same
-composition decides the verdict during the run (harness/pytest_plugin.py) and in `kueue-harness report`.
+composition decides the verdict during the run (harness/scenarios/plugin.py) and in `kueue-harness report`.
 
 Verdicts: "error" when an assumption failed (the forced ordering did not happen, a hold expired, Kueue
 restarted unasked, the proxy failed a request on its own, the monitor's watch broke); else "reproduced"
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Protocol
 
-from harness.names import Names
+from harness.history.names import Names
 
 History = Sequence[Mapping[str, Any]]
 Objects = Mapping[str, Any]
@@ -102,9 +102,9 @@ def run_safely(checker: Any, history: History, objects: Objects, names: Names) -
 
 def compose(selection: Selection, history: History, objects: Objects, names: Names | None = None) -> Verdict:
     """Run `selection`'s checkers over `history` and `objects` and decide the verdict (module docstring).
-    A history whose repeated log lines were summarised (`log_repeated`, harness/repeats.py) is expanded
+    A history whose repeated log lines were summarised (`log_repeated`, harness/history/repeats.py) is expanded
     first, so the checkers judge it exactly as the full one."""
-    from harness import repeats
+    from harness.history import repeats
 
     history = repeats.expand(history)
     names = names or Names(history)
@@ -141,7 +141,7 @@ def case_end(history: History) -> float:
 
 
 #: Slack (seconds) when comparing a time with the verdict's `seen` times: a summarised log line's time is
-#: rebuilt to the microsecond (harness/repeats.py).
+#: rebuilt to the microsecond (harness/history/repeats.py).
 SEEN_SLACK = 1e-6
 
 
@@ -194,7 +194,7 @@ def restart_cut_flow_errors(history: History) -> dict[int, str]:
     restarted=true restarted Kueue: from its `seconds` (+RESTART_SLACK) before it to it; why
     "restart"), and any other error logged before the case started (why "before"). Kueue's client
     connections, its watches above all, die with the process that held them; that is expected, not a
-    proxy failure (harness/pytest_plugin.py configures Kueue before `case_started`)."""
+    proxy failure (harness/scenarios/plugin.py configures Kueue before `case_started`)."""
     t0 = next((e["ts"] for e in history if e.get("source") == "harness" and e.get("event") == "case_started"), None)
     windows = [(float(e["ts"]) - float(e.get("seconds") or 0) - RESTART_SLACK, float(e["ts"])) for e in history
                if e.get("source") == "harness" and e.get("event") == "kueue_configured" and e.get("restarted")
@@ -255,7 +255,7 @@ Describe = Callable[[Any], str]
 class LoadedRule:
     """One load of a rule, with the proxy's events of *that* load: a rule id may be loaded, removed (`plan
     clear`) and loaded again, so a `signalled` or `signal_done` belongs to the load of its id that came last
-    before it (the proxy refuses an id that is loaded already: harness/faultproxy/state.py add_rules).
+    before it (the proxy refuses an id that is loaded already: harness/proxy/addons/state.py add_rules).
     `load`: 1, 2, … for the loads (add_rules calls) in the history's order; `nth`/`of`: which load of this
     id it is, and how many the history has."""
 

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from harness.checkers.base import Finding, History, Objects, observed_until, register, within_case
 from harness.checkers.bounds import DELETION_BOUND
-from harness.names import Names, case_t0
+from harness.history.names import Names, case_t0
 
 KINDS = ("ClusterQueue", "LocalQueue", "Cohort", "Workload", "Pod")
 

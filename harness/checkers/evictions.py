@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from harness.checkers.base import Finding, History, Objects, observed_until, register, within_case
 from harness.checkers.bounds import MAX_EVICTIONS
-from harness.names import Names, case_t0
+from harness.history.names import Names, case_t0
 
 
 def eviction_times(history: History) -> dict[str, list[tuple[float, str]]]:

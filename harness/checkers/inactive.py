@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from harness.checkers.base import Finding, History, Objects, register, within_case
 from harness.checkers.bounds import INACTIVE_GRACE
-from harness.names import Names, case_t0
+from harness.history.names import Names, case_t0
 
 
 def _admission_sent(history: History, key: str, rv: Any) -> float | None:

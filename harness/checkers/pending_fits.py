@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from harness import checks
+from harness.checkers.model import quota as checks
 from harness.checkers.base import (
     Finding, History, Objects, conditions_of, fault_lifts, observed_until, register, within_case,
 )
 from harness.checkers.bounds import LIVENESS_BOUND
-from harness.names import Names
+from harness.history.names import Names
 
 
 def _requests(wl: Mapping[str, Any]) -> dict[str, int]:

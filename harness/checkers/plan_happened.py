@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from harness.checkers.base import Finding, History, Objects, register, within_case
-from harness.names import Names
+from harness.history.names import Names
 
 #: The proxy event that shows a rule of each action acted (docs/history.md, source proxy).
 ACTED = {"fail": ("failed",), "delay": ("delayed",), "reset": ("reset",),
@@ -32,7 +32,7 @@ def _problem(rule: Mapping[str, Any], seen: list[Mapping[str, Any]]) -> str | No
         end = next((e for e in mine if e.get("event") in ENDS), None)
         if end is None:
             return f"{rid}'s hold did not end before the verdict"
-        # A hold with `then: fail` ends `failed` when its triggers fire (harness/faults.py Release.then).
+        # A hold with `then: fail` ends `failed` when its triggers fire (harness/plan/rules.py Release.then).
         by_triggers = "failed" if (rule.get("release") or {}).get("then") == "fail" else "released"
         if triggers and not (end.get("event") == by_triggers and str(end.get("why", "")).startswith("triggers")):
             return f"{rid} ended by {end.get('event')} ({end.get('why', '-')}), not by its triggers"

@@ -1,7 +1,7 @@
 """Running Pods within quota: the running Pods of a ClusterQueue never request more than its admitted
 Workloads hold (a Workload's Pods keep running after its eviction, or run before its admission, while
 another Workload holds the quota). Judged on the invariant monitor's `pods_over_quota_started` facts (it
-re-evaluates on every Pod and Workload event: harness/lifecycle.py pods_over_quota) and on the objects
+re-evaluates on every Pod and Workload event: harness/checkers/model/lifecycle.py pods_over_quota) and on the objects
 judged when they include Pods. Not applicable when the case has no Pods (Pods run only with kube-scheduler
 and kwok).
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness import lifecycle
+from harness.checkers.model import lifecycle
 from harness.checkers.base import Finding, History, Objects, register, within_case
-from harness.names import Names, case_t0
+from harness.history.names import Names, case_t0
 
 
 @register

@@ -1,6 +1,6 @@
 """Quota safety: no ClusterQueue (or cohort) holds more than its quotas allow, in the final objects
-(harness/checks.py, Kueue's resource-node model) or at any moment the invariant monitor's watch saw during
-the run (harness/monitor.py records when a violation starts and clears). Source: kubernetes-sigs/kueue#11480
+(harness/checkers/model/quota.py, Kueue's resource-node model) or at any moment the invariant monitor's watch saw during
+the run (harness/checkers/monitor.py records when a violation starts and clears). Source: kubernetes-sigs/kueue#11480
 scenario 2 (a late admission re-admits an evicted Workload without a quota check).
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness import checks
+from harness.checkers.model import quota as checks
 from harness.checkers.base import Finding, History, Objects, events, register, within_case
-from harness.names import Names, case_t0
+from harness.history.names import Names, case_t0
 
 
 @register

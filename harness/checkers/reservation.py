@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from harness.checkers.base import Finding, History, Objects, events, register
-from harness.names import Names
+from harness.history.names import Names
 
 
 @register

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.errors import HarnessError
+from harness.common.errors import HarnessError
 
 
 def start_target(target: str, option: Callable[[str], Any], kueue_version: str,

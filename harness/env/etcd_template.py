@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.env import binaries
+from harness.build import binaries
 
 #: Bump when what a template holds or how it is made changes: every cached template is then remade.
 FORMAT = 2

@@ -44,11 +44,11 @@ from typing import Any, Callable
 
 import yaml
 
-from harness.errors import EnvironmentNotReady, HarnessError
+from harness.common.errors import EnvironmentNotReady, HarnessError
 from harness.objects import webhooks_answer
-from harness.procs import ProcessGroup, reap_stale
-from harness.proxy import Proxy
-from harness.waiting import WaitTimeout, wait_for
+from harness.common.procs import ProcessGroup, reap_stale
+from harness.proxy.client import Proxy
+from harness.common.waiting import WaitTimeout, wait_for
 
 Say = Callable[[str], None]
 
@@ -698,7 +698,7 @@ class InClusterEnvironment:
 
         # The first request through the proxy can only come from the routed Kueue: the harness itself
         # never uses the proxy, and the Pods before this rollout talk to kube-apiserver directly.
-        from harness.faults import Match, Rule
+        from harness.plan.rules import Match, Rule
 
         seen = self.proxy.add_rule(Rule(id="kueue-harness-routing-check", match=Match(path_regex="^/"),
                                         action="observe", times=1))

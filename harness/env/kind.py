@@ -28,10 +28,10 @@ from typing import Any, Callable
 
 import yaml
 
-from harness import pki
+from harness.common import pki
 from harness.env import incluster
-from harness.errors import EnvironmentNotReady, HarnessError
-from harness.waiting import wait_for
+from harness.common.errors import EnvironmentNotReady, HarnessError
+from harness.common.waiting import wait_for
 
 Say = Callable[[str], None]
 
@@ -163,7 +163,7 @@ def manifests_source(kueue_version: str, override: str | None = None) -> str:
 def load_manifests(source: str, cache_dir: Path | None = None) -> list[dict[str, Any]]:
     """The YAML documents of `source` (an http(s) URL, downloaded once into `cache_dir`, or a file)."""
     if re.match(r"^https?://", source):
-        from harness.env import binaries
+        from harness.build import binaries
 
         cache_dir = cache_dir or binaries.cache_root() / "manifests"
         cache_dir.mkdir(parents=True, exist_ok=True)

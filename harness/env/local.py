@@ -1,5 +1,5 @@
 """The embedded local environment: etcd + kube-apiserver + kube-controller-manager + the fault proxy +
-the Kueue manager as local processes on loopback, all real binaries (harness/env/binaries.py); on demand
+the Kueue manager as local processes on loopback, all real binaries (harness/build/binaries.py); on demand
 also kube-scheduler + kwok, for Pods that run (harness/env/pods.py).
 
 Kueue's API traffic goes through the proxy (its kubeconfig points at mitmdump, bearer-token identity);
@@ -28,14 +28,18 @@ from typing import Any, Callable
 
 import yaml
 
-from harness import kueue_config as kconfig, kueue_log, pki, versions
-from harness.env import binaries, etcd_template, pods as pods_part
+from harness.kueue import config as kconfig
+from harness.kueue import log as kueue_log
+from harness.common import pki
+from harness.kueue import versions
+from harness.env import etcd_template, pods as pods_part
+from harness.build import binaries
 from harness.env.runs import check_free_space, runs_root  # noqa: F401 - re-exported for callers
-from harness.errors import EnvironmentNotReady, HarnessError, PortInUse
+from harness.common.errors import EnvironmentNotReady, HarnessError, PortInUse
 from harness.objects import webhooks_answer
-from harness.procs import ProcessGroup, reap_stale
-from harness.proxy import Proxy
-from harness.waiting import WaitTimeout, wait_for
+from harness.common.procs import ProcessGroup, reap_stale
+from harness.proxy.client import Proxy
+from harness.common.waiting import WaitTimeout, wait_for
 
 Say = Callable[[str], None]
 
@@ -303,7 +307,7 @@ class LocalEnvironment:
     started: dict[str, float] = field(default_factory=dict)
     #: Top-level keys merged over the generated Kueue Configuration (e.g. {"clientConnection": {"qps": 500}}).
     kueue_config_overrides: dict[str, Any] = field(default_factory=dict)
-    #: The declared configuration laid over the generated one (harness/kueue_config.py; DEFAULT: none):
+    #: The declared configuration laid over the generated one (harness/kueue/config.py; DEFAULT: none):
     #: what a case, a plan's `kueue:` or `up --kueue-config` asked for (configure_kueue()).
     kueue_config: kconfig.KueueConfig = kconfig.DEFAULT
     #: The feature gates Kueue reported in its last "Loaded feature gates" line (V(2), cmd/kueue/main.go:174).
@@ -342,10 +346,10 @@ class LocalEnvironment:
         """Build what is missing, start every component, and wait until Kueue's webhooks answer.
         With `pods`, kube-scheduler and kwok start with the rest (else later, if ever: start_pods()).
 
-        `kueue_version`: a tag ("v0.17.0") or a harness.env.kueue_build.KueueSpec (any tag, ref or source
+        `kueue_version`: a tag ("v0.17.0") or a harness.build.kueue.KueueSpec (any tag, ref or source
         tree). Afterwards `kueue_version` is what the running binary reported in its "Initializing" log
         line (cmd/kueue/main.go), and `kueue_reported` holds its gitVersion and gitCommit.
-        `kueue_config`: a declared Kueue configuration (harness/kueue_config.py), its feature gates checked
+        `kueue_config`: a declared Kueue configuration (harness/kueue/config.py), its feature gates checked
         against this build before anything starts.
         Raises UnservedVersion, BuildError, PortInUse, EnvironmentNotReady (with the log tail of the
         component that failed), KueueConfigError. On failure everything started so far is stopped again.
@@ -862,7 +866,7 @@ class LocalEnvironment:
 
     def _kueue_config(self) -> dict[str, Any]:
         """The Configuration Kueue is given: the harness's own (docs/kueue-notes.md §2), the overrides, then
-        the declared `kueue_config` (harness/kueue_config.py KueueConfig.apply)."""
+        the declared `kueue_config` (harness/kueue/config.py KueueConfig.apply)."""
         return self.kueue_config.apply({
             "apiVersion": versions.kueue_profile(self.bins.kueue_build.base_tag).config_api,
             "kind": "Configuration",
@@ -952,7 +956,7 @@ class LocalEnvironment:
         self._start_kueue()
         self.started["kueue_starts"] = self.kueue_starts() + 1
 
-    # ---- per-case Kueue configuration (harness/kueue_config.py, docs/kueue-config.md) --------------
+    # ---- per-case Kueue configuration (harness/kueue/config.py, docs/kueue-config.md) --------------
     def resolve_kueue_config(self, cfg: kconfig.KueueConfig) -> kconfig.KueueConfig:
         """`cfg` with its "if-known" feature gates (kconfig.IF_KNOWN) resolved for this build: on where its
         pkg/features/kube_features.go has the gate, else (no copy of that file at hand) where the running

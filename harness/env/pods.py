@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 import yaml
 
-from harness import versions
-from harness.errors import HarnessError
+from harness.kueue import versions
+from harness.common.errors import HarnessError
 from harness.objects import FINISH_ANNOTATION, KWOK_NODE_ANNOTATION
 
 #: kwok's own Stages the harness loads, as paths in kwok's module (kustomize/stage/, kwok v0.8.0).
@@ -53,7 +53,7 @@ def kwok_source(version: str = versions.KWOK_VERSION) -> Path:
     override = os.environ.get("KUEUE_HARNESS_KWOK_SOURCE")
     if override:
         return Path(override)
-    from harness.env import binaries
+    from harness.build import binaries
 
     return binaries._module_dir(binaries.go_binary(), "sigs.k8s.io/kwok", version)
 
@@ -232,7 +232,7 @@ def create_nodes(cluster: Any, nodes: list[Any], timeout: float = 30) -> list[di
     all of them. Returns the Nodes as read last. Raises WaitTimeout naming the Nodes not ready yet and
     what they showed (kwok and kube-controller-manager must be running: LocalEnvironment.start_pods())."""
     from harness.objects import _Builder
-    from harness.waiting import wait_for
+    from harness.common.waiting import wait_for
 
     docs = [n.obj() if isinstance(n, _Builder) else n for n in nodes]
     for d in docs:

@@ -8,8 +8,8 @@ import os
 import shutil
 from pathlib import Path
 
-from harness.env import binaries
-from harness.errors import HarnessError
+from harness.build import binaries
+from harness.common.errors import HarnessError
 
 #: Kueue's log alone grows by about 0.5 MB per second of "Preemption already issued" flood at V(3).
 MIN_FREE_BYTES = 64 * 1024 * 1024

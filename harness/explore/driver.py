@@ -34,15 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.errors import HarnessError
+from harness.common import paths
+from harness.common.errors import HarnessError
 from harness.explore import generate
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
 from harness.explore import PROGRESS_FILE, RESULT_FILE
 from harness.explore.trace import Trace
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-CASES_DIR = ROOT / "cases"
+ROOT = paths.ROOT
+CASES_DIR = paths.CASES_DIR
 #: Seconds a batch may take per run before its pytest process is stopped (a run takes 3-20 s).
 BATCH_SECONDS_PER_RUN = 90.0
 #: Every OTHERS_EVERY-th perturbation comes from the later stages (Explorer.pop).
@@ -650,8 +651,8 @@ def cli(args: Any) -> int:
         if out is not None:
             print(f"\nmerged: {out / 'summary.md'} and explore.json")
         return 0
-    from harness.env import binaries
-    from harness.env.kueue_build import KueueSpec
+    from harness.build import binaries
+    from harness.build.kueue import KueueSpec
 
     try:
         shard = generate.parse_shard(args.shard)

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from harness.kueue_api import WRITE_CLASSES
+from harness.kueue.api import WRITE_CLASSES
 
 #: Seconds a generated hold waits for its trigger before it lets the flow go (the run is then discarded:
 #: the forced ordering did not happen). The reference runs of the seed controls take ~1.5 s from job1's
@@ -25,7 +25,7 @@ HOLD_TIMEOUT = 6.0
 #: Seconds a `delay_watch_events` move delays its events.
 WATCH_DELAY = 2.0
 
-#: Write kinds a target can have besides the Workload status classes of harness/kueue_api.py.
+#: Write kinds a target can have besides the Workload status classes of harness/kueue/api.py.
 EXTRA_CLASSES = ("create", "job_suspend", "job_unsuspend", "watch")
 MOVE_KINDS = ("hold", "hold_response", "fail", "drop_watch", "delay_watch", "restart")
 AFTER_MODES = ("answered", "delivered")
@@ -255,7 +255,7 @@ OBSERVE_ALL_RULES = [{"id": "observe-all", "action": "observe", "times": None}]
 def plan_document(moves: Plan, name: str, description: str = "", hold_timeout: float = HOLD_TIMEOUT,
                   header: str = "") -> str:
     """The YAML text of a plan of `moves` (no moves: the observe-only plan), with `header` as leading
-    comment lines. Validated by the caller with harness.plans.parse_plan."""
+    comment lines. Validated by the caller with harness.plan.load.parse_plan."""
     rules = render_rules(moves, hold_timeout) if moves else [dict(r) for r in OBSERVE_ALL_RULES]
     doc = {"apiVersion": "kueue-harness/v1", "kind": "FaultPlan", "name": name,
            "description": description or plan_words(moves) or "observe every Kueue write",
@@ -266,9 +266,9 @@ def plan_document(moves: Plan, name: str, description: str = "", hold_timeout: f
 
 
 def validate(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> str | None:
-    """None when `moves` render to a plan the loader accepts (harness/plans.py: keys, values, trigger
+    """None when `moves` render to a plan the loader accepts (harness/plan/load.py: keys, values, trigger
     cycles), else the first problem in words."""
-    from harness.plans import PlanError, parse_plan
+    from harness.plan.load import PlanError, parse_plan
 
     try:
         parse_plan(plan_document(moves, "candidate", hold_timeout=hold_timeout), "candidate")

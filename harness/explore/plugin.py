@@ -1,5 +1,5 @@
 """pytest side of explore, and of replaying any plan on a control case (registered by
-harness/pytest_plugin.py).
+harness/scenarios/plugin.py).
 
 `--plan FILE` loads FILE into every selected case before its body runs (`pytest
 cases/kueue_11480/test_stuck_preemption.py::test_stuck_preemption_control --plan found.yaml` replays what
@@ -8,7 +8,7 @@ of a case (`test_x_control[p0042]`), all in one pytest session, so one environme
 
 A case under such a plan is a *perturbed run*:
 
-- its step waits (harness/scenarios.py `wait_workload`) pace it instead of judging it: a step ends when
+- its step waits (harness/scenarios/setups.py `wait_workload`) pace it instead of judging it: a step ends when
   its condition holds, when the plan holds a request (Kueue acted; the plan delays the effect), or after
   EXPLORE_STEP seconds, and never fails the run (`step_skipped` in the history says which ended how);
   under a plan that restarts Kueue a step also waits for a restart it triggered to finish;
@@ -35,7 +35,7 @@ import pytest
 from harness.checkers import REGISTRY, Selection
 from harness.explore import PROGRESS_FILE, RESULT_FILE
 from harness.checkers.bounds import LIVENESS_BOUND
-from harness.waiting import WaitTimeout, wait_for
+from harness.common.waiting import WaitTimeout, wait_for
 
 #: Seconds a step of a perturbed case waits at most (the plain bound is 30 s: a step the plan blocks
 #: would otherwise cost that much; the reference runs take well under a second per step).
@@ -69,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Validate `--plan FILE` before any environment starts, as `up --plan` does: a usage error with every
     `file:line:` problem. A bare name that is neither a file nor a shipped plan may be a plan next to a case
     (`<case folder>/plans/<name>.yaml`): it is validated when the cases are collected."""
-    from harness.plans import PlanError, load_plan, shipped_plans
+    from harness.plan.load import PlanError, load_plan, shipped_plans
 
     plan = config.getoption("kh_plan")
     if not plan:
@@ -88,7 +88,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """`--plan NAME` that only a case's folder may hold: every selected case must find it there, valid."""
     if not getattr(config, "_kh_plan_near", False):
         return
-    from harness.plans import PlanError, load_plan
+    from harness.plan.load import PlanError, load_plan
 
     plan = config.getoption("kh_plan")
     checked: set[Path] = set()
@@ -190,7 +190,7 @@ class PerturbedRun:
 
     # ---- before the body -----------------------------------------------------------------------
     def begin(self) -> None:
-        from harness.plans import load_plan
+        from harness.plan.load import load_plan
 
         ctx = self.ctx
         plan = load_plan(self.plan_file, namespace=ctx.ns, near=ctx.case_folder)

@@ -2,8 +2,8 @@
 into a `Target` (write kind × object role), with its answer; and Kueue's Workload watch deliveries.
 
 Built from the proxy's events (docs/history.md, source `proxy`): `request` (with `write`, the
-classification of harness/kueue_api.py), `response`, `watch_event`. Roles come from the Jobs the case
-created (harness/names.py: the Workload `job-job1-2e273` plays `job1`). Writes of no interest to a
+classification of harness/kueue/api.py), `response`, `watch_event`. Roles come from the Jobs the case
+created (harness/history/names.py: the Workload `job-job1-2e273` plays `job1`). Writes of no interest to a
 perturbation (Events, queue status updates, Workload finalizer updates at deletion) are left out.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.explore.model import Target
-from harness.kueue_api import WRITE_CLASSES
+from harness.kueue.api import WRITE_CLASSES
 
 _JOB_WORKLOAD = re.compile(r"job-(.+)-[0-9a-z]{5}")
 

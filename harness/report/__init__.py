@@ -13,7 +13,7 @@ and packing a case's bundle), `offline` (`kueue-harness report`), `from_session`
 a bundle from a running `up` session). Callers use this package: `from harness import report`.
 """
 
-from harness.names import Names  # noqa: F401 - part of the report API (short names in reports)
+from harness.history.names import Names  # noqa: F401 - part of the report API (short names in reports)
 from harness.report.bundle import (  # noqa: F401
     BUNDLE_SCHEMA, HISTORY_FIELDS, LEGACY_SELECTION, WRITE_FIELDS, BundleError, history_problems, load_history,
     load_objects, recheck, selection_of,

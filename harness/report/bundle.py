@@ -18,8 +18,8 @@ from typing import Any
 import yaml
 
 from harness.checkers import Finding, Selection, compose
-from harness.errors import HarnessError
-from harness.names import Names
+from harness.common.errors import HarnessError
+from harness.history.names import Names
 
 BUNDLE_SCHEMA = 1
 #: Extraction limits of `extract_archive` (bytes, members): a real bundle is under 5 MB (docs/evidence.md),

@@ -10,10 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import actions, kueue_log, repeats
+from harness.plan import actions
+from harness.kueue import log as kueue_log
+from harness.history import repeats
 from harness.checkers import Finding
 from harness.checkers.base import restart_cut_flow_errors, rule_loads, verdict_event, within_case
-from harness.names import Names, _workload_names, case_t0
+from harness.history.names import Names, _workload_names, case_t0
 
 #: Diagram lines beyond which uneventful watch deliveries and pass-through writes are dropped.
 MAX_DIAGRAM_LINES = 90
@@ -107,7 +109,7 @@ def diagram_lines(history: Sequence[Mapping[str, Any]], names: Names | None = No
             if e.get("event") == "response":
                 d["response"] = e
     waited_rv = {str(e.get("resource_version")) for e in history if e.get("event") == "watch_delivered"}
-    # Plan steps (harness/actions.py step kinds) by load (an id loaded again after `plan clear` is another
+    # Plan steps (harness/plan/actions.py step kinds) by load (an id loaded again after `plan clear` is another
     # step): each one's signalled and signal_done events, for their lines; each load's rule ids.
     step_kinds = set(actions.step_names())
     loads = rule_loads(history)
@@ -332,7 +334,7 @@ def _step_line(done: Mapping[str, Any], rule: Mapping[str, Any], fired: Mapping[
 def _rule_text(rule: Mapping[str, Any], names: Names) -> str:
     m = rule.get("match") or {}
     what = " ".join(str(m[k]) for k in ("write", "kind", "name") if m.get(k)) or "any request"
-    act = actions.describe(rule)  # the fault kind's own words (harness/actions.py)
+    act = actions.describe(rule)  # the fault kind's own words (harness/plan/actions.py)
     return f"{rule.get('id')}: {act}, {names.text(what)}"
 
 

@@ -8,10 +8,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness import actions
+from harness.plan import actions
 from harness.checkers import Finding
 from harness.checkers.bounds import LIVENESS_BOUND
-from harness.names import Names, case_t0 as _t0
+from harness.history.names import Names, case_t0 as _t0
 from harness.report.bundle import recheck as run_checkers, selection_of
 from harness.report import race
 from harness.report.diagram import diagram_lines
@@ -40,7 +40,7 @@ def _utc(ts: float) -> str:
 
 
 #: How report.md's fault table says who let a hold go, by the `why` the control channel recorded with the
-#: proxy's `released` / `failed` event (prefix → words): the CLI (harness/cli.py) sends its own command,
+#: proxy's `released` / `failed` event (prefix → words): the CLI (harness/cli/commands.py) sends its own command,
 #: the plugin "end of case" (pytest_plugin.py), a case's `proxy.release(h)` "test" or its own words.
 _ENDED_BY = (
     ("kueue-harness release --all", "by hand (`kueue-harness release --all`)"),
@@ -91,7 +91,7 @@ def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names, session: bo
         r = e.get("rule") or {}
         m = r.get("match") or {}
         match = ", ".join(f"{k}={names.text(str(v)) if k != 'namespace' else '(case)'}" for k, v in m.items())
-        act = actions.describe(r)  # the fault kind's own words (harness/actions.py)
+        act = actions.describe(r)  # the fault kind's own words (harness/plan/actions.py)
         rel = r.get("release") or {}
         when = []
         for tr in rel.get("after") or []:
@@ -115,8 +115,8 @@ def _fault_rules(history: Sequence[Mapping[str, Any]], names: Names, session: bo
 
 
 def _trigger_words(tr: Mapping[str, Any]) -> str:
-    """How report.md says a non-rule trigger (harness.faults.Trigger.describe), or the mapping itself."""
-    from harness.faults import Trigger
+    """How report.md says a non-rule trigger (harness.plan.rules.Trigger.describe), or the mapping itself."""
+    from harness.plan.rules import Trigger
 
     try:
         return Trigger(**{k: v for k, v in tr.items() if k in Trigger.__dataclass_fields__}).describe()
@@ -134,7 +134,7 @@ def _num(v: Any) -> float | None:
 
 
 def _kueue_config_rows(kc: Mapping[str, Any]) -> list[list[str]]:
-    """The "Kueue configuration" row: what the case declared (harness/kueue_config.py) and the feature gates
+    """The "Kueue configuration" row: what the case declared (harness/kueue/config.py) and the feature gates
     Kueue reported in its "Loaded feature gates" line; the whole Configuration file is in bundle.json."""
     if not kc:
         return []

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.checkers import Finding
-from harness.errors import HarnessError
+from harness.common.errors import HarnessError
 from harness.report.bundle import (
     BundleError, extract_archive, history_problems, load_history, load_meta, load_objects, objects_problem,
 )

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from harness.names import Names, case_t0
+from harness.history.names import Names, case_t0
 
 WRITES_FILE = "writes.json"
 MANAGED_FILE = "managed-fields.yaml"

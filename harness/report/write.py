@@ -23,10 +23,13 @@ from typing import Any
 
 import yaml
 
-from harness import kueue_log, repeats, versions
-from harness.errors import HarnessError
-from harness.names import Names, kobj_key as _kobj_key
-from harness.redact import Redactor, find_secrets, run_secrets
+from harness.common import paths
+from harness.kueue import log as kueue_log
+from harness.history import repeats
+from harness.kueue import versions
+from harness.common.errors import HarnessError
+from harness.history.names import Names, kobj_key as _kobj_key
+from harness.common.redact import Redactor, find_secrets, run_secrets
 from harness.report import race
 from harness.report.bundle import BUNDLE_SCHEMA, load_history, load_objects, recheck, selection_of
 from harness.report.diagram import diagram_lines
@@ -184,7 +187,7 @@ def cut_flows(src: Path, start: float, end: float, flow_numbers: set[int], menti
 
 
 def summarize_history_file(path: Path, keep: int = repeats.KEEP) -> tuple[int, int]:
-    """Rewrite history.jsonl `path` with Kueue's repeated log lines summarised (harness/repeats.py: the
+    """Rewrite history.jsonl `path` with Kueue's repeated log lines summarised (harness/history/repeats.py: the
     first `keep` lines of each message about the same Workloads, then one `log_repeated` event with the
     rest's count and times). Returns (events before, events after). Raises BundleError for a malformed
     history, OSError when it cannot be written."""
@@ -214,7 +217,7 @@ def harness_version() -> dict[str, Any]:
         v = version("kueue-harness")
     except PackageNotFoundError:
         v = None
-    root = Path(__file__).resolve().parents[2]
+    root = paths.ROOT
     commit, dirty = None, None
     try:
         r = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
@@ -231,7 +234,7 @@ def harness_version() -> dict[str, Any]:
 def rerun_command(nodeid: str, spec_args: Sequence[str], target: str = "local") -> str:
     """The shell command that runs one case again, as pytest selects it (its node id; run from the
     harness checkout's root): `.venv/bin/python -m pytest NODEID --kueue-version … --target=…`."""
-    root = Path(__file__).resolve().parents[2]
+    root = paths.ROOT
     exe = Path(sys.executable)
     python = str(exe.relative_to(root)) if exe.is_relative_to(root) else str(exe)
     nodeid = re.sub(r"\[r\d+\]$", "", nodeid)  # a --repeat repetition: the case itself

@@ -2,7 +2,7 @@
 the `case` fixture, and no secret of the run (bearer tokens, the control token, private keys) is in any
 file of it: plain files, the .tar.gz's members, the .mitm's flows (decoded), the HAR's bodies, gzip files.
 
-The scan here is written apart from harness/redact.py on purpose, so that a gap in the redactor's own
+The scan here is written apart from harness/common/redact.py on purpose, so that a gap in the redactor's own
 scanner cannot hide a leak. The second test reads the bundle the first one's teardown wrote (pytest runs
 a module's tests in file order).
 """
@@ -21,8 +21,8 @@ import pytest
 
 from harness import report
 from harness import scenarios as seed
-from harness.faults import Match
-from harness.pytest_plugin import _slug
+from harness.plan.rules import Match
+from harness.scenarios.plugin import _slug
 
 STEP = 30.0
 _BUNDLE_CASE = "test_bundle_case_with_a_hold"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.procs import is_alive
-from harness.waiting import wait_for
+from harness.common.procs import is_alive
+from harness.common.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,7 +164,7 @@ def test_unserved_kueue_version_is_a_clear_error():
 
 def test_port_in_use_is_a_clear_error(kueue_version):
     from harness.env.local import LocalEnvironment
-    from harness.errors import PortInUse
+    from harness.common.errors import PortInUse
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

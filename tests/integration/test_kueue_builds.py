@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import kueue_log, report
-from harness.env import binaries, kueue_build
-from harness.errors import BuildError, UnservedVersion
-from harness.matrix import CASES_DIR, aggregate, run_cases
+from harness import report
+from harness.kueue import log as kueue_log
+from harness.build import binaries
+from harness.build import kueue as kueue_build
+from harness.common.errors import BuildError, UnservedVersion
+from harness.cli.matrix import CASES_DIR, aggregate, run_cases
 
 #: A release with the scenario-1 fix (the cherry-pick 2f5004ff of kubernetes-sigs/kueue#11502).
 FIXED_RELEASE = "v0.17.4"

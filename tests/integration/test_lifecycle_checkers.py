@@ -17,7 +17,7 @@ from tests.integration.child import run_child_cases
 CASES = textwrap.dedent('''
     import pytest
     from harness import objects as o, scenarios
-    from harness.waiting import wait_for
+    from harness.common.waiting import wait_for
 
     def small(case, q, **kw):
         b = o.workload("small", case.ns).queue(q.local_queue).pod_set("main", 1, cpu="1")

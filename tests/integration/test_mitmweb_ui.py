@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from harness.env.binaries import cache_root
-from harness.procs import is_alive
-from harness.waiting import wait_for
+from harness.build.binaries import cache_root
+from harness.common.procs import is_alive
+from harness.common.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(sys.executable).parent / "kueue-harness"

@@ -27,7 +27,7 @@ from tests.integration.child import run_child_cases
 
 CASES = textwrap.dedent('''
     import pytest
-    from harness.plans import parse_plan
+    from harness.plan.load import parse_plan
 
     QUEUES = """
       - id: queues

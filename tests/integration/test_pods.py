@@ -18,7 +18,7 @@ CASES = textwrap.dedent('''
     import pytest
     from harness import objects as o, scenarios
     from harness.env import pods
-    from harness.waiting import wait_for
+    from harness.common.waiting import wait_for
 
     def recorded_processes(case):
         return [p["name"] for p in json.loads(case.env.procs.file.read_text())["procs"]]

@@ -1,5 +1,5 @@
 """Process faults in the plan language on the real components: a plan's `restart_kueue` rule fires when
-its trigger (job1's admission answered 200) holds, harness/nemesis.py restarts Kueue (SIGTERM, and
+its trigger (job1's admission answered 200) holds, harness/nemesis/runner.py restarts Kueue (SIGTERM, and
 SIGKILL with `kill: true`), Kueue admits the next Job afterwards, and the case's verdict is "passed" —
 not "error": the restart was one the case asked for. The cases run in a child pytest, the way a user
 runs them, so that their verdicts can be read from summary.json.
@@ -18,7 +18,7 @@ from pathlib import Path
 CASES = textwrap.dedent('''
     import pytest
     from harness import objects as o, scenarios
-    from harness.plans import parse_plan
+    from harness.plan.load import parse_plan
 
     PLAN = """
     apiVersion: kueue-harness/v1

@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from harness.procs import is_alive
+from harness.common.procs import is_alive
 from tests.integration.test_cli_session import CLI, EXAMPLES, ROOT, Session
 
 

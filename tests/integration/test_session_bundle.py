@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.waiting import wait_for
+from harness.common.waiting import wait_for
 from tests.integration.test_cli_session import EXAMPLES, Session  # noqa: F401 - `session` fixture below
 from tests.integration.test_cli_session import session  # noqa: F401 - the fixture (its `down` runs at the end)
 

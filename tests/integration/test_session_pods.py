@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from harness.waiting import wait_for
+from harness.common.waiting import wait_for
 from tests.integration.test_cli_session import EXAMPLES, Session, session  # noqa: F401 - fixture
 
 

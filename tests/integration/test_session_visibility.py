@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.waiting import wait_for
+from harness.common.waiting import wait_for
 from tests.integration.test_cli_session import CLI, EXAMPLES, ROOT, Session
 
 PLAN = """\

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.procs import is_alive
-from harness.waiting import wait_for
+from harness.common.procs import is_alive
+from harness.common.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 CASES = textwrap.dedent('''
     import os, signal, time
-    from harness.faults import Match
-    from harness.pytest_plugin import InvariantViolation
+    from harness.plan.rules import Match
+    from harness.scenarios.plugin import InvariantViolation
 
     def test_a_kueue_crash_is_an_error(case):
         os.killpg(case.env.procs.procs["kueue"][1].pgid, signal.SIGKILL)
@@ -99,7 +99,7 @@ def test_ctrl_c_in_a_case_tears_down_and_keeps_the_evidence(tmp_path, kueue_vers
 
 
 def _child_state(owner: int) -> Path:
-    """The process record of the environment that process `owner` started (harness/procs.py)."""
+    """The process record of the environment that process `owner` started (harness/common/procs.py)."""
     from harness.env.local import runs_root
 
     for f in runs_root().glob("*/processes.json"):
@@ -110,7 +110,7 @@ def _child_state(owner: int) -> Path:
 
 def test_a_kueue_that_cannot_start_is_a_clear_error(tmp_path, kueue_version):
     from harness.env.local import LocalEnvironment
-    from harness.errors import EnvironmentNotReady
+    from harness.common.errors import EnvironmentNotReady
 
     with pytest.raises(EnvironmentNotReady) as err:
         LocalEnvironment.start(kueue_version, artifacts=tmp_path / "env",

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import statistics
 
-from harness import kueue_log, scenarios
-from harness.faults import Rule
+from harness import scenarios
+from harness.kueue import log as kueue_log
+from harness.plan.rules import Rule
 
 DELAY = 3.0
 STEP = 60.0

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from mitmproxy import http
 from mitmproxy.test import tflow, tutils
 
-from harness.faultproxy import KueueFaults
+from harness.proxy.addons import KueueFaults
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""A proxy without mitmdump for CLI tests: the real addon parts (harness.faultproxy.KueueFaults) with their
+"""A proxy without mitmdump for CLI tests: the real addon parts (harness.proxy.addons.KueueFaults) with their
 control channel served on a loopback port from an asyncio loop in a thread, and a session record naming
 it, so that `kueue-harness holds/release/status/wait` talk to the real routes. Synthetic Kueue requests
 (tests/unit/addon_flows.py) go through the parts on that loop.
@@ -15,9 +15,9 @@ from typing import Any
 
 from mitmproxy import http
 
-from harness.faultproxy import KueueFaults
-from harness.procs import proc_start_time
-from harness.waiting import wait_for
+from harness.proxy.addons import KueueFaults
+from harness.common.procs import proc_start_time
+from harness.common.waiting import wait_for
 
 TOKEN = "t0ken"
 

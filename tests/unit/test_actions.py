@@ -1,4 +1,4 @@
-"""The fault-action registry (harness/actions.py): every kind's name, stages, validate (errors name the
+"""The fault-action registry (harness/plan/actions.py): every kind's name, stages, validate (errors name the
 rule and the key, and plans point at that key's line) and describe (the words of report.md's fault
 table); how Rule.from_dict, validate_rule_set and RuleBook dispatch through it."""
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from harness import actions
-from harness.faults import Match, Rule, RuleBook, RuleError, rule_keys, validate_rule_set
-from harness.kueue_api import WatchEvent
-from harness.plans import PlanError, parse_plan
+from harness.plan import actions
+from harness.plan.rules import Match, Rule, RuleBook, RuleError, rule_keys, validate_rule_set
+from harness.kueue.api import WatchEvent
+from harness.plan.load import PlanError, parse_plan
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\nrules:\n"
 

@@ -1,4 +1,4 @@
-"""harness/faultproxy Control: the control channel's routes (_handle), the JSONL event file, and the
+"""harness/proxy/addons Control: the control channel's routes (_handle), the JSONL event file, and the
 loopback control server (_serve) with its bearer token. No network except a loopback server on port 0."""
 
 from __future__ import annotations

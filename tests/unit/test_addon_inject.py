@@ -1,4 +1,4 @@
-"""harness/faultproxy Inject (with Classify and Record), driven through the addon's mitmproxy hooks with
+"""harness/proxy/addons Inject (with Classify and Record), driven through the addon's mitmproxy hooks with
 synthetic flows: pass-through, fail, delay, hold/release/fail, holds at the response stage, hold expiry."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from mitmproxy.test import taddons
 
-from harness.faults import kubernetes_status
+from harness.plan.rules import kubernetes_status
 from tests.unit.addon_flows import (
     ADMISSION, EVICTION, KueueFaults, NS, WL1, WL2, add_rule, cond, event_names, events, get_flow, held, run,
     server_response, status_body, status_patch, until, workload_json,

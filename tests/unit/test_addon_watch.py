@@ -1,4 +1,4 @@
-"""harness/faultproxy WatchTap: Workload watch streams pass byte for byte and every Workload event Kueue
+"""harness/proxy/addons WatchTap: Workload watch streams pass byte for byte and every Workload event Kueue
 receives is recorded (`delivered`); other watches stream untapped."""
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, matrix
+from harness.cli import commands as cli
+from harness.cli import matrix
 from harness.env.runs import RUN_MARKERS, earlier_run, run_folder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +79,8 @@ def test_pytest_puts_a_run_beside_an_earlier_one_and_says_so(tmp_path: Path) -> 
 
 def test_run_hands_pytest_a_new_folder_beside_an_earlier_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture) -> None:
-    from harness.env import binaries, local
+    from harness.env import local
+    from harness.build import binaries
 
     art = tmp_path / "art"
     files = _earlier(art)
@@ -105,7 +107,7 @@ def test_run_hands_pytest_a_new_folder_beside_an_earlier_run(tmp_path: Path, mon
 
 def test_up_puts_a_session_beside_an_earlier_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """session._start_locked picks the folder before its supervisor starts (stopped there: no environment)."""
-    from harness import session
+    from harness.cli import session
 
     monkeypatch.setenv("KUEUE_HARNESS_CACHE", str(tmp_path / "cache"))
     art = tmp_path / "art"

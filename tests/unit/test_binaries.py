@@ -1,4 +1,4 @@
-"""Unit tests for harness.env.binaries: generated Go build targets, overrides, Go discovery, version checks.
+"""Unit tests for harness.build.binaries: generated Go build targets, overrides, Go discovery, version checks.
 
 No real Go build runs here: the cache is a tmp dir, PATH holds only what a test puts there, and `_run_go`
 fails the test if anything tries to invoke Go.
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import versions
-from harness.env import binaries
-from harness.errors import HarnessError, UnservedVersion
+from harness.kueue import versions
+from harness.build import binaries
+from harness.common.errors import HarnessError, UnservedVersion
 
 OVERRIDE_VARS = (
     "KUEUE_HARNESS_KUEUE_BINARY",

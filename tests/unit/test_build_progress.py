@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, versions
-from harness.env import binaries, kueue_build
-from harness.procs import is_alive
-from harness.waiting import wait_for
+from harness.cli import commands as cli
+from harness.kueue import versions
+from harness.build import binaries
+from harness.build import kueue as kueue_build
+from harness.common.procs import is_alive
+from harness.common.waiting import wait_for
 
 
 def _script(path: Path, body: str) -> Path:

@@ -9,7 +9,7 @@ from harness.checkers import REGISTRY, Finding, Selection, compose, selection_wi
 from harness.checkers.assumptions import Forced, KueueNotRestartedUnasked, MonitorHealthy, NoHoldExpired, WriteLanded
 from harness.checkers.bounds import STUCK_LINES
 from harness.checkers.liveness import Liveness
-from harness.names import Names
+from harness.history.names import Names
 from tests.unit.test_report import CQ, NS, WL1, WL2, base, ev, kobj, log, stuck_history, workload
 
 

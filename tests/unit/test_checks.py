@@ -1,6 +1,6 @@
-"""Unit tests for harness.checks: quota arithmetic over synthetic Workload, ClusterQueue and Cohort objects.
+"""Unit tests for harness.checkers.model.quota: quota arithmetic over synthetic Workload, ClusterQueue and Cohort objects.
 
-The builders are harness/objects.py's (the same the cases use); they produce the camelCase dicts the
+The builders are harness/objects/builders.py's (the same the cases use); they produce the camelCase dicts the
 Kubernetes API returns for kueue.x-k8s.io/v1beta2 objects.
 """
 
@@ -15,15 +15,7 @@ import pytest
 from harness.objects import (
     ClusterQueueBuilder, CohortBuilder, Quota, WorkloadBuilder, cluster_queue, cohort, quota, workload,
 )
-from harness.checks import (
-    QuotaFinding,
-    StatusMismatch,
-    check_flavors_reservation,
-    check_quota,
-    holds_quota,
-    kueue_milli,
-    usage_by_cluster_queue,
-)
+from harness.checkers.model.quota import QuotaFinding, StatusMismatch, check_flavors_reservation, check_quota, holds_quota, kueue_milli, usage_by_cluster_queue
 
 GI = 2**30
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
+from harness.common.errors import HarnessError
 
 from harness.checkers import Selection, compose
 from harness.explore import driver, generate
@@ -21,7 +21,7 @@ from harness.explore.model import (
 )
 from harness.explore.plugin import explore_selection, same_case
 from harness.explore.trace import Trace, target_of, workload_role
-from harness.plans import parse_plan
+from harness.plan.load import parse_plan
 
 NS = "ns-a"
 WL1, WL2 = "job-job1-abcde", "job-job2-fghij"
@@ -378,7 +378,7 @@ def test_merge_sums_shards_and_keeps_the_earliest_finding(tmp_path: Path) -> Non
 def test_explore_refuses_an_out_folder_that_holds_files_and_takes_patches(tmp_path: Path, monkeypatch) -> None:
     import argparse
 
-    from harness.env.kueue_build import KueueSpec
+    from harness.build.kueue import KueueSpec
 
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "explore.json").write_text("{}")

@@ -12,11 +12,12 @@ import time
 
 import pytest
 
-from harness import cli, steps
-from harness.faultproxy.state import ProxyState
-from harness.faults import Trigger
-from harness.notices import notice
-from harness.plans import PlanError, parse_plan
+from harness.cli import commands as cli
+from harness.plan import steps
+from harness.proxy.addons.state import ProxyState
+from harness.plan.rules import Trigger
+from harness.proxy.notices import notice
+from harness.plan.load import PlanError, parse_plan
 from tests.unit.test_steps import NS, FakeApi, FakeWatchRest
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\n"
@@ -211,7 +212,7 @@ def test_the_example_plan_of_the_docs_loads() -> None:
     """docs/examples/job-steps.yaml (the plan docs/fault-plans.md shows `holds` for) waits by a glob."""
     from pathlib import Path
 
-    from harness.plans import load_plan
+    from harness.plan.load import load_plan
 
     plan = load_plan(Path(__file__).resolve().parents[2] / "docs" / "examples" / "job-steps.yaml", namespace=NS)
     by_id = {r.id: r for r in plan.rules}

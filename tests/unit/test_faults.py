@@ -1,4 +1,4 @@
-"""Unit tests for harness.faults: Match/Rule validation (the control channel's input), matching, and the
+"""Unit tests for harness.plan.rules: Match/Rule validation (the control channel's input), matching, and the
 RuleBook's `times` accounting, stage separation and first-rule-wins order."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness.faults import Match, Rule, RuleBook, RuleError, kubernetes_status
-from harness.kueue_api import KueueWrite
+from harness.plan.rules import Match, Rule, RuleBook, RuleError, kubernetes_status
+from harness.kueue.api import KueueWrite
 
 NS = "team-a"
 STATUS_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads/{name}/status?fieldManager={mgr}&force=true"

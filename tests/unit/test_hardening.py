@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from harness.faults import Rule, RuleError, _nested_repeat
-from harness.plans import MAX_PLAN_BYTES, PlanError, load_plan, parse_plan
+from harness.plan.rules import Rule, RuleError, _nested_repeat
+from harness.plan.load import MAX_PLAN_BYTES, PlanError, load_plan, parse_plan
 
 HEADER = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\n"
 
@@ -67,7 +67,7 @@ def test_rule_ids_that_cannot_travel_in_a_path_are_refused(rule_id):
 
 def test_control_channel_drops_idle_clients(monkeypatch):
     """A client that connects and sends nothing is disconnected after the read timeout."""
-    from harness.faultproxy import KueueFaults, control
+    from harness.proxy.addons import KueueFaults, control
 
     monkeypatch.setattr(control, "CONTROL_READ_TIMEOUT", 0.2)
     addon = KueueFaults()
@@ -112,7 +112,7 @@ def test_deeply_nested_json_gets_a_400(monkeypatch):
 
 def test_only_unexplained_proxy_failures_void_a_verdict():
     from harness.checkers.assumptions import NoUnexplainedProxyFailure
-    from harness.names import Names
+    from harness.history.names import Names
 
     events = [
         {"source": "harness", "event": "case_started", "ts": 2, "namespace": "ns"},

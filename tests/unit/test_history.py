@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import history as history_mod
-from harness import kueue_log
-from harness.history import History
+from harness.history import record as history_mod
+from harness.kueue import log as kueue_log
+from harness.history.record import History
 
 T0 = 1_750_000_000.0  # the fake clock's start; History.started
 

@@ -14,7 +14,7 @@ import yaml
 
 from harness.env import incluster as ic
 from harness.env import kind
-from harness.errors import EnvironmentNotReady, HarnessError
+from harness.common.errors import EnvironmentNotReady, HarnessError
 
 RELEASE_ARGS = ["--config=/controller_manager_config.yaml", "--zap-log-level=2"]
 

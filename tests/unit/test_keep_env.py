@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli import commands as cli
 from tests.unit.live_proxy import LiveProxy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Unit tests for harness.kueue_api: path parsing, watch detection, and the classification of Kueue v0.17
+"""Unit tests for harness.kueue.api: path parsing, watch detection, and the classification of Kueue v0.17
 Workload status writes built the way Kueue builds them (docs/kueue-notes.md §6-7).
 
 Every Workload status write in v0.17 is a server-side apply: `PATCH .../workloads/<name>/status
@@ -14,17 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness.kueue_api import (
-    KueueWrite,
-    ResourceRef,
-    WatchEvent,
-    classify_request,
-    is_watch,
-    parse_path,
-    parse_watch_line,
-    patch_type,
-    rv_at_least,
-)
+from harness.kueue.api import KueueWrite, ResourceRef, WatchEvent, classify_request, is_watch, parse_path, parse_watch_line, patch_type, rv_at_least
 
 # ---------------------------------------------------------------------------------------------------------
 # Builders: Kueue v0.17 request shapes

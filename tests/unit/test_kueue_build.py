@@ -1,4 +1,4 @@
-"""Unit tests for harness.env.kueue_build: specs, repositories (URL/path/.tar), refs, ancestry, source-tree
+"""Unit tests for harness.build.kueue: specs, repositories (URL/path/.tar), refs, ancestry, source-tree
 keys and the cache entry, on small git repositories made here (no Go build)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import versions
-from harness.env import kueue_build as kb
-from harness.errors import HarnessError, UnservedVersion
+from harness.kueue import versions
+from harness.build import kueue as kb
+from harness.common.errors import HarnessError, UnservedVersion
 
 
 @pytest.fixture(autouse=True)
@@ -206,7 +206,7 @@ def test_patches_apply_in_the_worktree_or_fail_naming_the_patch(upstream: dict[s
 def test_bug_yaml_fix_patches_are_hashed_relative_to_the_file(tmp_path: Path) -> None:
     import hashlib
 
-    from harness import bugs
+    from harness.kueue import bugs
 
     (tmp_path / "backport.patch").write_text("diff\n")
     text = "bugs:\n  - {key: k, issue: i, summary: s, affected: ['>=0.16.0'], fix_patches: [backport.patch]}\n"

@@ -1,4 +1,4 @@
-"""Per-case Kueue configuration (harness/kueue_config.py): parsing a declaration, laying it over the
+"""Per-case Kueue configuration (harness/kueue/config.py): parsing a declaration, laying it over the
 harness's Configuration, the feature-gate table of Kueue's pkg/features/kube_features.go, and which
 webhooks follow the integrations. Synthetic inputs only; the real restart is tests/integration/test_kueue_config.py."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import kueue_config as kc
-from harness.kueue_config import KueueConfig, KueueConfigError
+from harness.kueue import config as kc
+from harness.kueue.config import KueueConfig, KueueConfigError
 
 BASE = {
     "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kueue-system",

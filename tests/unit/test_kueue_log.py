@@ -1,4 +1,4 @@
-"""Unit tests for harness.kueue_log on a synthetic zap-JSON Kueue log.
+"""Unit tests for harness.kueue.log on a synthetic zap-JSON Kueue log.
 
 Line shape follows Kueue v0.17 (zap JSON encoder, RFC3339Nano `ts`, klog.KObj values as
 {"name": ..., "namespace": ...}).
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import kueue_log
-from harness.kueue_log import ADMITTED, PREEMPTION_WAITING, PREEMPTED, count, excerpt, lines, parse_ts
+from harness.kueue import log as kueue_log
+from harness.kueue.log import ADMITTED, PREEMPTION_WAITING, PREEMPTED, count, excerpt, lines, parse_ts
 
 T0 = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc).timestamp()
 
@@ -166,7 +166,7 @@ def test_last_lines(log: Path, tmp_path: Path) -> None:
 
 
 def test_tail_reads_only_what_is_appended(tmp_path) -> None:
-    from harness.kueue_log import Tail
+    from harness.kueue.log import Tail
 
     log = tmp_path / "kueue.log"
     log.write_text('{"msg": "old"}\n')

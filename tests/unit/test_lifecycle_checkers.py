@@ -1,12 +1,12 @@
 """The checkers beyond #11480 on synthetic histories (shapes as tests/unit/test_checkers.py): liveness of a
 named plain Workload, bounded evictions, deletion completes, running Pods within quota, inactive Workloads
-never scheduled; and the monitor's lifecycle facts they read (harness/lifecycle.py)."""
+never scheduled; and the monitor's lifecycle facts they read (harness/checkers/model/lifecycle.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import lifecycle
+from harness.checkers.model import lifecycle
 from harness import objects as o
 from harness.checkers import REGISTRY, Selection, compose, selection_with_defaults
 from harness.checkers.deletion import DeletionCompletes
@@ -14,7 +14,7 @@ from harness.checkers.evictions import BoundedEvictions
 from harness.checkers.inactive import InactiveNeverScheduled
 from harness.checkers.liveness import Liveness
 from harness.checkers.pods_quota import RunningPodsWithinQuota
-from harness.names import Names
+from harness.history.names import Names
 from tests.unit.test_report import NS, T0, ev
 
 KEY = f"{NS}/small"
@@ -292,7 +292,7 @@ def test_composed_by_name_like_a_case_declares_them():
 # ---- the monitor records them (its watch threads call these per event) ------------------------------
 
 def test_monitor_records_lifecycle_facts_of_objects_in_scope_only():
-    from harness.monitor import InvariantMonitor
+    from harness.checkers.monitor import InvariantMonitor
 
     got = []
     m = InvariantMonitor(None, lambda event, source, **f: got.append((event, f)), "p-", namespace=NS, lifecycle=True)

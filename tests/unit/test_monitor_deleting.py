@@ -1,4 +1,4 @@
-"""The invariant monitor's reads of objects whose deletion is pending (harness/monitor.py check_deleting):
+"""The invariant monitor's reads of objects whose deletion is pending (harness/checkers/monitor.py check_deleting):
 `object_still_deleting` while a read still finds the object Terminating, `object_deleted` (read: true) when
 it finds it gone — not recorded twice when the watch's DELETED follows — and deletion_completes deciding
 a quiet stuck deletion from those reads alone (kubernetes-sigs/kueue#10759). Synthetic objects; the read
@@ -7,8 +7,8 @@ is replaced, no API server."""
 from __future__ import annotations
 
 from harness.checkers.deletion import DeletionCompletes
-from harness.monitor import InvariantMonitor
-from harness.names import Names
+from harness.checkers.monitor import InvariantMonitor
+from harness.history.names import Names
 from tests.unit.test_report import NS, T0, ev
 
 FIN = "kueue.x-k8s.io/resource-in-use"

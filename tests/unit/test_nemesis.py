@@ -1,6 +1,6 @@
-"""harness/nemesis.py without an environment: a fake proxy (an events file the test appends to, and a
+"""harness/nemesis/runner.py without an environment: a fake proxy (an events file the test appends to, and a
 recorder for signal_done), a fake restart, and `tick` replaced by a recorder. Waits are bounded
-(harness.waiting.wait_for)."""
+(harness.common.waiting.wait_for)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness.nemesis import Nemesis
-from harness.waiting import wait_for
+from harness.nemesis.runner import Nemesis
+from harness.common.waiting import wait_for
 
 
 class FakeProxy:

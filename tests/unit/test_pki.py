@@ -1,4 +1,4 @@
-"""Unit tests for harness.pki: CA and leaf certificates (chain, SANs, usages) and owner-only key files."""
+"""Unit tests for harness.common.pki: CA and leaf certificates (chain, SANs, usages) and owner-only key files."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from harness import pki
+from harness.common import pki
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""Plan steps in the loader (harness/plans.py, docs/fault-plans.md "Steps"): the `steps:` section becomes
+"""Plan steps in the loader (harness/plan/load.py, docs/fault-plans.md "Steps"): the `steps:` section becomes
 signal rules after the plan's rules; a step without `after` waits for the step before it; `${namespace}`
-and namespace defaults; objects built by name from harness/objects.py; every problem at its line; and
+and namespace defaults; objects built by name from harness/objects/builders.py; every problem at its line; and
 `kueue-harness plan validate` on a plan with steps."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
-from harness.faults import Rule
-from harness.plans import PlanError, load_plan, parse_plan
+from harness.cli import commands as cli
+from harness.plan.rules import Rule
+from harness.plan.load import PlanError, load_plan, parse_plan
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\n"
 

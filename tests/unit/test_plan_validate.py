@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli import commands as cli
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: p\n"
 

@@ -1,4 +1,4 @@
-"""Unit tests for harness.plans: YAML fault plans. Every kind of bad plan gets a PlanError whose message starts
+"""Unit tests for harness.plan.load: YAML fault plans. Every kind of bad plan gets a PlanError whose message starts
 with `<file>:<line>:` at the offending line and names the problem; the shipped plans load; namespace
 injection, `hold_response` sugar, shipped-name resolution and the wire format round trip.
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.faults import Rule
-from harness.plans import PLANS_DIR, Plan, PlanError, load_plan, parse_plan
+from harness.common.errors import HarnessError
+from harness.plan.rules import Rule
+from harness.plan.load import PLANS_DIR, Plan, PlanError, load_plan, parse_plan
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: p\n"
 SHIPPED = sorted(p.stem for p in PLANS_DIR.glob("*.yaml"))

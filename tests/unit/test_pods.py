@@ -12,9 +12,9 @@ import yaml
 
 from harness import objects as o
 from harness.env import pods
-from harness.errors import HarnessError
-from harness.pytest_plugin import _pods_nodes
-from harness.waiting import WaitTimeout
+from harness.common.errors import HarnessError
+from harness.scenarios.plugin import _pods_nodes
+from harness.common.waiting import WaitTimeout
 
 
 # --- the Node builder -------------------------------------------------------------------------------------

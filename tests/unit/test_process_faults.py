@@ -1,4 +1,4 @@
-"""Process faults in the proxy (harness/faultproxy/state.py, control.py): a restart_kueue rule fires
+"""Process faults in the proxy (harness/proxy/addons/state.py, control.py): a restart_kueue rule fires
 (`signalled`) when loaded without triggers, when its triggers hold, or at its release.timeout; once;
 `POST /signals/ID/done` marks it released for other rules' triggers; removing it cancels its timer."""
 
@@ -11,8 +11,8 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 
-from harness.faultproxy import KueueFaults
-from harness.plans import parse_plan
+from harness.proxy.addons import KueueFaults
+from harness.plan.load import parse_plan
 
 NS = "team-a"
 WL1 = "job-job1-3f2a1"

@@ -1,4 +1,4 @@
-"""Unit tests for harness.procs with real, short-lived processes (`sleep`, `sh -c`) in a tmp dir.
+"""Unit tests for harness.common.procs with real, short-lived processes (`sleep`, `sh -c`) in a tmp dir.
 
 Every process a test starts is registered with the `tracker` fixture, whose finalizer kills what is still
 running — only by the pid/pgid of our own unreaped children, or a pid whose start time still matches.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.procs import ProcessGroup, is_alive, proc_start_time, reap_stale
-from harness.waiting import wait_for
+from harness.common.procs import ProcessGroup, is_alive, proc_start_time, reap_stale
+from harness.common.waiting import wait_for
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
@@ -392,7 +392,7 @@ def test_children_die_with_killed_owner(tmp_path: Path, tracker: Tracker) -> Non
     import sys
 
     script = (
-        "import sys, time; from pathlib import Path; from harness.procs import ProcessGroup\n"
+        "import sys, time; from pathlib import Path; from harness.common.procs import ProcessGroup\n"
         f"pg = ProcessGroup(Path({str(tmp_path)!r}))\n"
         f"p = pg.start('sleeper', ['sleep', '30'], Path({str(tmp_path / 's.log')!r}))\n"
         "print(p.pid, flush=True); time.sleep(30)\n"

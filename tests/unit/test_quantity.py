@@ -1,4 +1,4 @@
-"""Unit tests for harness.quantity: Kubernetes quantity strings to exact milli-units and back.
+"""Unit tests for harness.common.quantity: Kubernetes quantity strings to exact milli-units and back.
 
 Expected values follow k8s.io/apimachinery/pkg/api/resource/quantity.go (ParseQuantity, MilliValue).
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.quantity import format_milli, parse_quantity
+from harness.common.quantity import format_milli, parse_quantity
 
 GI = 2**30
 

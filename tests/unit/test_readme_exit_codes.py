@@ -21,8 +21,8 @@ from typing import Callable
 
 import pytest
 
-from harness import cli
-from harness.procs import proc_start_time
+from harness.cli import commands as cli
+from harness.common.procs import proc_start_time
 from tests.unit.test_session import Fake, _dead_session, _script
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, report
+from harness import report
+from harness.cli import commands as cli
 from harness.checkers.liveness import Liveness
 from harness.checkers.log_flood import LogFlood
 from harness.checkers.quota import QuotaSafety
-from harness.names import Names
-from harness.redact import Redactor
+from harness.history.names import Names
+from harness.common.redact import Redactor
 
 
 def check_liveness(h, objs, bound=15.0):

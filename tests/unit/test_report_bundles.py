@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, report
+from harness import report
+from harness.cli import commands as cli
 
 DATA = Path(__file__).parent / "data" / "bundles"
 SEEDS = {

@@ -1,5 +1,5 @@
 """One flood count and one clock everywhere in a bundle: history.jsonl summarises Kueue's repeated log lines
-(harness/repeats.py) and the checkers judge the summary exactly as the full history; the verdict records
+(harness/history/repeats.py) and the checkers judge the summary exactly as the full history; the verdict records
 what the live checkers saw (`seen`), so the offline re-check, the diagram and the case's own message give
 the same numbers; times are written to the millisecond in every section.
 """
@@ -11,11 +11,12 @@ import re
 
 import pytest
 
-from harness import repeats, report
+from harness import report
+from harness.history import repeats
 from harness.checkers import Selection, compose
 from harness.checkers.base import observed_until, within_case
 from harness.checkers.liveness import Liveness
-from harness.names import Names
+from harness.history.names import Names
 from tests.unit.test_report import NS, WL1, WL2, kobj, log, stuck_history
 
 WAITING = "Preemption already issued, waiting for observation"

@@ -11,7 +11,7 @@ import json
 
 from harness import report
 from harness.checkers.assumptions import NoUnexplainedProxyFailure
-from harness.names import Names
+from harness.history.names import Names
 from harness.report import race
 from tests.unit.test_report import NS, WL1, WL2, base, ev, kobj, log, write
 

@@ -1,4 +1,4 @@
-"""harness/redact.py: what the bundle writer removes (patterns and the run's exact secrets, in text,
+"""harness/common/redact.py: what the bundle writer removes (patterns and the run's exact secrets, in text,
 headers and mitmproxy flows, compressed bodies included) and what its scanner finds (in archives, gzip
 files and .mitm flows). Uses mitmproxy's own test helpers for flows."""
 
@@ -12,8 +12,8 @@ import tarfile
 from mitmproxy import io as mio
 from mitmproxy.test import tflow, tutils
 
-from harness.pki import make_ca, rsa_keypair
-from harness.redact import MARK, Redactor, find_secrets
+from harness.common.pki import make_ca, rsa_keypair
+from harness.common.redact import MARK, Redactor, find_secrets
 
 TOKEN = "Zq8Vb1xkP0s7Yt3mW2aE9cLr"
 
@@ -97,7 +97,7 @@ def test_scanner_opens_archives_gzip_and_flows(tmp_path):
 
 
 def test_run_secrets_reads_tokens_and_keys(tmp_path):
-    from harness.redact import run_secrets
+    from harness.common.redact import run_secrets
 
     class Env:
         admin_token, kueue_token, kcm_token = "a" * 20, "k" * 20, "c" * 20
@@ -115,7 +115,7 @@ def test_run_secrets_reads_the_static_token_file_of_a_state_folder(tmp_path):
     """A manual session's bundle knows only the session's state folder: its tokens.csv names every token."""
     from types import SimpleNamespace
 
-    from harness.redact import run_secrets
+    from harness.common.redact import run_secrets
 
     (tmp_path / "tokens.csv").write_text(f'{"a" * 24},kueue-harness-admin,1,"system:masters"\n'
                                          f'{"k" * 24},kueue-manager,2,"system:masters"\n')
@@ -124,7 +124,7 @@ def test_run_secrets_reads_the_static_token_file_of_a_state_folder(tmp_path):
 
 def _old_text(r: Redactor, s: str) -> str:
     """Redactor.text before its substring pre-checks: every pattern always applied."""
-    import harness.redact as rd
+    import harness.common.redact as rd
 
     if r._exact is not None:
         s = r._exact.sub(MARK, s)

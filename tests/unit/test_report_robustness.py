@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli import commands as cli
 from harness.report import bundle as bundle_mod
 
 DATA = Path(__file__).parent / "data" / "bundles"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from harness.checkers.assumptions import StepsDone
 from harness.checkers.base import rule_loads
-from harness.faultproxy.state import ProxyState
-from harness.names import Names
-from harness.plans import parse_plan
+from harness.proxy.addons.state import ProxyState
+from harness.history.names import Names
+from harness.plan.load import parse_plan
 from harness.report.diagram import diagram_lines, validate_sequence_diagram
 from tests.unit.test_report import base, ev
 
@@ -110,9 +110,9 @@ def test_a_step_removed_while_it_ran_is_not_a_success() -> None:
 
 
 def test_the_history_keeps_rule_removed_so_a_withdrawn_step_is_not_a_failure(tmp_path) -> None:
-    # What a session bundle merges (harness/history.py): the proxy's rule_removed events must be in it, or the
+    # What a session bundle merges (harness/history/record.py): the proxy's rule_removed events must be in it, or the
     # steps a `plan clear` withdrew read as "never ran" (seen live: "4 plan step(s) did not run to success").
-    from harness.history import History
+    from harness.history.record import History
 
     proxy = [e for e in _two_loads() if e.get("source") == "proxy"]
     history = History(tmp_path / "history.jsonl")

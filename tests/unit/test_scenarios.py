@@ -1,4 +1,4 @@
-"""The shared set-up steps of harness/scenarios.py on a fake cluster that records what it is asked to create
+"""The shared set-up steps of harness/scenarios/setups.py on a fake cluster that records what it is asked to create
 (the real steps run in every case against kube-apiserver): the cohort set-up of kubernetes-sigs/kueue#13662
 (docs/kueue-notes.md §14), Jobs on a chosen LocalQueue with more requests, and admitted Jobs in order."""
 

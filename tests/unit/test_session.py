@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.procs import is_alive, proc_start_time
-from harness.waiting import wait_for
+from harness.common.procs import is_alive, proc_start_time
+from harness.common.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "harness.cli"]

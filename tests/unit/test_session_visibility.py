@@ -1,7 +1,7 @@
 """The session commands that make holds and rules visible (issue 16, items 2 and 5), through the real CLI
 against the real proxy parts (tests/unit/live_proxy.py): `holds` with each hold's age and time left, the
 rules' hits and warnings, and the holds that expired; `release` of an expired hold; `status`; `holds
---watch`; `wait`. The session log's lines come from harness/notices.py (tested here on an event file)."""
+--watch`; `wait`. The session log's lines come from harness/proxy/notices.py (tested here on an event file)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
-from harness.faultproxy.state import EndedHold
-from harness.notices import EventFollower, notice
-from harness.plans import parse_plan
-from harness.waiting import wait_for
+from harness.cli import commands as cli
+from harness.proxy.addons.state import EndedHold
+from harness.proxy.notices import EventFollower, notice
+from harness.plan.load import parse_plan
+from harness.common.waiting import wait_for
 from tests.unit.addon_flows import ADMISSION, NS, WL1, WL2, status_patch
 from tests.unit.live_proxy import LiveProxy
 
@@ -171,7 +171,7 @@ def test_holds_watch_refreshes_until_ctrl_c(live: LiveProxy, tmp_path: Path) -> 
 
 
 def test_the_session_log_says_when_a_hold_expired_or_a_rule_missed(tmp_path: Path) -> None:
-    from harness.faultproxy.state import EventLog
+    from harness.proxy.addons.state import EventLog
 
     path = tmp_path / "proxy-events.jsonl"
     log = EventLog()

@@ -6,10 +6,10 @@ notices write one line per step done or failed, in the proxy's order."""
 
 from __future__ import annotations
 
-from harness import cli
-from harness.faultproxy.state import ProxyState
-from harness.notices import notice
-from harness.plans import parse_plan
+from harness.cli import commands as cli
+from harness.proxy.addons.state import ProxyState
+from harness.proxy.notices import notice
+from harness.plan.load import parse_plan
 
 PLAN = """apiVersion: kueue-harness/v1
 kind: FaultPlan

@@ -14,9 +14,9 @@ import json
 import pytest
 from mitmproxy.test import taddons
 
-from harness.faults import FlowRecord, Rule, RuleError, Trigger, fact_value, trigger_satisfied
-from harness.faultproxy import KueueFaults
-from harness.plans import parse_plan
+from harness.plan.rules import FlowRecord, Rule, RuleError, Trigger, fact_value, trigger_satisfied
+from harness.proxy.addons import KueueFaults
+from harness.plan.load import parse_plan
 from tests.unit.addon_flows import (ADMISSION, EVICTION, NS, WL1, WL2, add_rule, events, held, run, server_response,
                                     status_patch, until, workload_json)
 
@@ -298,7 +298,7 @@ def _step_history(*done: tuple[str, bool, str]) -> list[dict]:
 def test_steps_done_is_a_default_assumption_that_voids_the_verdict() -> None:
     from harness.checkers import DEFAULT_ASSUMPTIONS, Selection, compose, selection_with_defaults
     from harness.checkers.assumptions import StepsDone
-    from harness.names import Names
+    from harness.history.names import Names
 
     assert "steps_done" in DEFAULT_ASSUMPTIONS
     good = _step_history(("s1", True, ""), ("s2", True, ""))
@@ -315,7 +315,7 @@ def test_steps_done_is_a_default_assumption_that_voids_the_verdict() -> None:
 
 def test_forced_accepts_a_hold_failed_by_its_triggers() -> None:
     from harness.checkers.assumptions import Forced
-    from harness.names import Names
+    from harness.history.names import Names
     from tests.unit.test_report import base, ev
 
     h = sorted(base(20.0) + [ev(1, "proxy", "failed", flow=2, hold="h1", rule="evict-v2", stage="request",

@@ -1,8 +1,8 @@
-"""harness/steps.py and the Nemesis doing plan steps, without an environment: the objects a `create` step
+"""harness/plan/steps.py and the Nemesis doing plan steps, without an environment: the objects a `create` step
 builds by name, patch/delete specs, namespace defaults, Kueue's log lines as `{log: …}` sees them
 (kueue_log.normalized), KubeRest's requests against a fake ApiClient, FactObserver on a log file and a
-fake object watch, and harness/nemesis.py performing steps and reporting facts to a fake proxy. Waits are
-bounded (harness.waiting.wait_for)."""
+fake object watch, and harness/nemesis/runner.py performing steps and reporting facts to a fake proxy. Waits are
+bounded (harness.common.waiting.wait_for)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from harness import kueue_log, steps
-from harness.faults import Trigger
-from harness.nemesis import Nemesis
-from harness.waiting import wait_for
+from harness.kueue import log as kueue_log
+from harness.plan import steps
+from harness.plan.rules import Trigger
+from harness.nemesis.runner import Nemesis
+from harness.common.waiting import wait_for
 from tests.unit.test_nemesis import FakeProxy
 
 NS = "team-a"

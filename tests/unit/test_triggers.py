@@ -1,4 +1,4 @@
-"""Release triggers: harness.faults.trigger_satisfied on its own, then the proxy addon
+"""Release triggers: harness.plan.rules.trigger_satisfied on its own, then the proxy addon
 (proxy_addons/kueue_faults.py) evaluating a loaded plan's triggers over synthetic flows (mitmproxy's
 taddons/tflow/tutils, as in test_addon_inject.py): the shipped stuck-preemption plan driven in the seed order,
 all-or-nothing `/plan`, `release.timeout` with `on_timeout`, and drop_watch_events on the watch tap.
@@ -17,9 +17,9 @@ import pytest
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 
-from harness.faults import FlowRecord, Trigger, kubernetes_status, trigger_satisfied
-from harness.plans import load_plan, parse_plan
-from harness.faultproxy import KueueFaults
+from harness.plan.rules import FlowRecord, Trigger, kubernetes_status, trigger_satisfied
+from harness.plan.load import load_plan, parse_plan
+from harness.proxy.addons import KueueFaults
 
 T = TypeVar("T")
 

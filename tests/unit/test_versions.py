@@ -1,12 +1,12 @@
-"""Unit tests for harness.versions: tags, version profiles, and known bugs judged by range or ancestry."""
+"""Unit tests for harness.kueue.versions: tags, version profiles, and known bugs judged by range or ancestry."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import versions
-from harness.errors import HarnessError, UnservedVersion
-from harness.versions import KNOWN_BUGS, KnownBug
+from harness.kueue import versions
+from harness.common.errors import HarnessError, UnservedVersion
+from harness.kueue.versions import KNOWN_BUGS, KnownBug
 
 BUG_11480 = KNOWN_BUGS["kubernetes-sigs/kueue#11480"]
 BUG_11480_OVERSUB = KNOWN_BUGS["kubernetes-sigs/kueue#11480-oversubscription"]
@@ -150,9 +150,9 @@ def test_a_build_with_a_fix_patch_is_fixed_and_other_patches_keep_the_base() -> 
 
 
 def test_a_broken_bug_yaml_fails_only_what_reads_the_bugs(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    """KNOWN_BUGS is read on first use: importing harness.versions (every CLI command) never reads bug.yaml."""
-    from harness import bugs
-    from harness.errors import HarnessError
+    """KNOWN_BUGS is read on first use: importing harness.kueue.versions (every CLI command) never reads bug.yaml."""
+    from harness.kueue import bugs
+    from harness.common.errors import HarnessError
 
     bad = tmp_path / "bug.yaml"
     bad.write_text("bugs: [\n")

@@ -1,4 +1,4 @@
-"""Unit tests for harness.waiting.wait_for: first truthy value, bounded timeout, informative message."""
+"""Unit tests for harness.common.waiting.wait_for: first truthy value, bounded timeout, informative message."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from harness.waiting import WaitTimeout, wait_for
+from harness.common.waiting import WaitTimeout, wait_for
 
 
 def _sequence(*values):

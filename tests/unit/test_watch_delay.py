@@ -1,4 +1,4 @@
-"""delay_watch_events on the watch tap (harness/faultproxy/watch.py), with a fake clock: a delayed line
+"""delay_watch_events on the watch tap (harness/proxy/addons/watch.py), with a fake clock: a delayed line
 and every line behind it wait until a chunk arrives at or after the due time; order and bytes are kept;
 the end of the stream flushes early; an error loses what was held; `delivered` sees a line only once
 it went out."""
@@ -12,9 +12,9 @@ import pytest
 from mitmproxy import http
 from mitmproxy.test import tflow, tutils
 
-from harness.faultproxy import KueueFaults
-from harness.faultproxy.state import ProxyState
-from harness.faultproxy.watch import WatchStream
+from harness.proxy.addons import KueueFaults
+from harness.proxy.addons.state import ProxyState
+from harness.proxy.addons.watch import WatchStream
 
 NS = "team-a"
 WL1, WL2 = "job-job1-3f2a1", "job-job2-9c8b7"

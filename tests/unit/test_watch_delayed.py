@@ -8,7 +8,7 @@ import pytest
 
 from harness.checkers import REGISTRY
 from harness.checkers.watch_delayed import WatchDelayed
-from harness.names import Names
+from harness.history.names import Names
 from tests.unit.test_report import NS, ev
 
 

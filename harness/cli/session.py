@@ -1,0 +1,718 @@
+"""Long-running environments for manual sessions (`kueue-harness up` / `down`), by name: a small
+supervisor process owns one LocalEnvironment and keeps it up until `down` (SIGTERM), and a session file
+tells the other CLI commands where everything is. Several named sessions can run side by side (e.g. two
+Kueue versions); the name defaults to "default".
+
+Layout (root: <cache>/sessions, <cache> as in harness/env/binaries.cache_root):
+  <name>/session.json   {"name", "phase", "supervisor": {"pid", "start"}, "up": {"pid", "start"},
+                         "artifacts", "log", "started"} while starting; once ready also "kueue_version",
+                         "kueue", "api_url", "admin_kubeconfig", "kubectl", "proxy_url", "control_port",
+                         "control_token_file", "web_url", "state", "kueue_log", "kueue_baseline" (Kueue's
+                         start count and the epoch seconds when the session's Nemesis took over) (and
+                         "cases" after `run --keep-env`). Paths only, never secrets (the control token stays in the 0600
+                         file it names).
+  <name>/up.lock        flock held by the `up` that starts the session, until the session is ready.
+  `down` (and a failed `up`) removes the folder.
+
+`kueue-harness run --keep-env` starts a session whose supervisor first runs the cases on its environment
+(pytest in the supervisor's process, harness.scenarios.plugin.PROVIDED_ENV): the environment's processes die
+with the process that started them (PR_SET_PDEATHSIG), so only a process that stays can keep them. The
+session is ready once the cases are done; its record's "cases" holds pytest's exit code.
+
+Ownership: `up` owns its supervisor until the environment is ready. The supervisor gets SIGTERM when
+`up` dies (PR_SET_PDEATHSIG, cleared once ready), and SIGTERM/SIGHUP/SIGINT to `up` stop the supervisor
+and everything it started. A supervisor that died (SIGKILL, OOM) is reported by `status` and cleaned up
+by `down`: the processes it recorded (<cache>/runs/*/processes.json naming it as owner, matched by pid
+and start time) are killed and its state folder (keys, tokens, etcd data) is removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from harness.build import binaries
+from harness.common.errors import HarnessError
+from harness.common.procs import is_alive, proc_start_time
+from harness.common.waiting import WaitTimeout, wait_for
+
+DEFAULT_NAME = "default"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+#: Signals that stop a starting session (and `up`): terminal hang-up, `kill`, Ctrl-C.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_PR_SET_PDEATHSIG = 1
+
+Say = Callable[[str], None]
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# ---- where sessions live ---------------------------------------------------------------------------
+
+def sessions_root() -> Path:
+    """<cache>/sessions. Raises HarnessError when the retired KUEUE_HARNESS_SESSION is set (it named one
+    session file; sessions have names now), so a stale setting cannot silently point elsewhere."""
+    if os.environ.get("KUEUE_HARNESS_SESSION"):
+        raise HarnessError("KUEUE_HARNESS_SESSION is no longer read: sessions have names now. Unset it and use "
+                           "`kueue-harness up --name NAME` (and `--name NAME` on the other session commands)")
+    return binaries.cache_root() / "sessions"
+
+
+def check_name(name: str | None) -> str:
+    """`name` (None: "default") if it is a usable session name, else HarnessError saying what is."""
+    name = name or DEFAULT_NAME
+    if not _NAME.fullmatch(name):
+        raise HarnessError(f"session name {name!r} is not usable: use 1-63 letters, digits, '.', '_' or '-', "
+                           "starting with a letter or digit (e.g. `--name old`)")
+    return name
+
+
+def session_dir(name: str | None) -> Path:
+    """<cache>/sessions/<name> (not created). Raises HarnessError for an unusable name."""
+    return sessions_root() / check_name(name)
+
+
+def session_file(name: str | None = None) -> Path:
+    """<cache>/sessions/<name>/session.json."""
+    return session_dir(name) / "session.json"
+
+
+def name_option(name: str | None) -> str:
+    """" --name NAME" for a non-default session, "" for the default one (to quote commands)."""
+    name = name or DEFAULT_NAME
+    return "" if name == DEFAULT_NAME else f" --name {name}"
+
+
+def _lock_held(name: str) -> bool:
+    """True while some `up` holds the session's start lock (it is starting the session)."""
+    path = session_dir(name) / "up.lock"
+    if not path.exists():
+        return False
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    return False
+
+
+@contextlib.contextmanager
+def _start_lock(name: str, busy: str) -> Iterator[None]:
+    """Hold the session's start lock, or raise HarnessError(`busy`) when another process holds it."""
+    d = session_dir(name)
+    for _ in range(3):  # a `down` of the same name may remove the folder between mkdir and open
+        d.mkdir(parents=True, exist_ok=True)
+        try:
+            fh = open(d / "up.lock", "a")
+            break
+        except FileNotFoundError:
+            continue
+    else:
+        raise HarnessError(f"cannot create {d / 'up.lock'}: something keeps removing {d}; try again")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise HarnessError(busy) from None
+        yield
+    finally:
+        fh.close()
+
+
+def _write(name: str, data: dict[str, Any]) -> None:
+    f = session_file(name)
+    tmp = f.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(f)
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+
+def describe(name: str | None = None, holding_lock: bool = False) -> dict[str, Any] | None:
+    """The session's record with "phase": "starting", "running" or "died" (its supervisor is gone and
+    no `up` is handling that), or None when there is no record. `holding_lock`: the caller holds the
+    session's start lock (so no `up` is starting it). Raises HarnessError for a bad name."""
+    name = check_name(name)
+    try:
+        data = json.loads(session_file(name).read_text())
+    except (OSError, ValueError):
+        return None
+    sup = data.get("supervisor") or {}
+    alive = bool(sup.get("pid")) and is_alive(sup["pid"], sup.get("start"))
+    data["name"] = name
+    if not alive:
+        data["phase"] = "starting" if not holding_lock and _lock_held(name) else "died"
+    else:
+        data["phase"] = data.get("phase") or "running"
+    return data
+
+
+def list_sessions() -> list[dict[str, Any]]:
+    """describe() of every session that has a record, by name."""
+    root = sessions_root()
+    out = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        if _NAME.fullmatch(d.name) and (d / "session.json").is_file():
+            rec = describe(d.name)
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def died_message(rec: dict[str, Any]) -> str:
+    """What to say about a session whose supervisor died, with the remedy."""
+    return (f"the session's supervisor pid {rec['supervisor']['pid']} died; logs in {rec.get('artifacts', '?')}; "
+            f"`kueue-harness down{name_option(rec['name'])}` cleans up")
+
+
+def _others(name: str) -> str:
+    live = [r["name"] for r in list_sessions() if r["name"] != name]
+    if not live:
+        return ""
+    return f" Sessions with other names: {', '.join(live)} (`kueue-harness status --name NAME`)."
+
+
+def read_session(name: str | None = None) -> dict[str, Any] | None:
+    """The session's record if it is up and ready, else None (no session, starting, or died)."""
+    rec = describe(name)
+    return rec if rec is not None and rec["phase"] == "running" else None
+
+
+def require_session(name: str | None = None) -> dict[str, Any]:
+    """The running session `name`, or HarnessError saying why there is none and what to do."""
+    name = check_name(name)
+    rec = describe(name)
+    if rec is None:
+        raise HarnessError(f"no kueue-harness session named {name} is running: start one with "
+                           f"`kueue-harness up{name_option(name)}` (see docs/manual-session.md).{_others(name)}")
+    if rec["phase"] == "died":
+        raise HarnessError(f"session {name}: {died_message(rec)}")
+    if rec["phase"] == "starting":
+        raise HarnessError(f"session {name} is still starting (log: {rec.get('log')}): wait for its "
+                           "`kueue-harness up` to finish, then try again")
+    return rec
+
+
+# ---- cleaning up after a supervisor ----------------------------------------------------------------
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def reap_owned(owner: dict[str, Any], state: str | None = None, timeout: float = 5) -> tuple[list[str], list[str]]:
+    """Kill what a dead owner (a session supervisor, {"pid", "start"}) recorded and remove its state folders.
+
+    Looks at <cache>/runs/*/processes.json whose "owner" is `owner` (pid and start time), plus `state`
+    (the folder the session record names). Each recorded process still running with its recorded start
+    time gets SIGTERM, SIGKILL after `timeout` seconds. Returns (["name pid", ...] killed, [folders removed]).
+    Never touches a folder whose owner is alive.
+    """
+    from harness.env.runs import runs_root
+
+    folders = {Path(state)} if state else set()
+    for f in runs_root().glob("*/processes.json"):
+        try:
+            o = json.loads(f.read_text()).get("owner") or {}
+        except (OSError, ValueError):
+            continue
+        if o.get("pid") == owner.get("pid") and o.get("start") == owner.get("start"):
+            folders.add(f.parent)
+    killed: list[str] = []
+    removed: list[str] = []
+    for folder in sorted(folders):
+        try:
+            data = json.loads((folder / "processes.json").read_text())
+        except (OSError, ValueError):
+            data = {}
+        o = data.get("owner") or owner
+        if o.get("pid") and is_alive(o["pid"], o.get("start")):
+            continue  # not dead after all: never pull a live run's files away
+        for r in data.get("procs", []):
+            if r.get("start") is not None and is_alive(r["pid"], r["start"]):
+                _kill_group(r["pgid"], signal.SIGTERM)
+                try:
+                    wait_for(lambda r=r: not is_alive(r["pid"], r["start"]), timeout=timeout,
+                             what=f"{r['name']} (pid {r['pid']}) to exit on SIGTERM")
+                except WaitTimeout:
+                    _kill_group(r["pgid"], signal.SIGKILL)
+                killed.append(f"{r['name']} {r['pid']}")
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+    return killed, removed
+
+
+def _stop_supervisor(pid: int, start: int | None, timeout: float) -> bool:
+    """SIGTERM the supervisor and wait up to `timeout` seconds; SIGKILL if it does not exit.
+    Returns False only when it had to be killed (it did not stop its environment itself)."""
+    if not is_alive(pid, start):
+        return True
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return True
+    try:
+        wait_for(lambda: not is_alive(pid, start), timeout=timeout, interval=0.2,
+                 what=f"the session supervisor (pid {pid}) to stop its environment")
+        return True
+    except WaitTimeout:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        wait_for(lambda: not is_alive(pid, start), timeout=10, what=f"the session supervisor (pid {pid}) to die")
+        return False
+
+
+def _forget(name: str) -> None:
+    """Remove the session's folder (record and lock file) once nothing runs under that name. Called with
+    the start lock held; an `up` that comes after makes the folder again."""
+    d = session_dir(name)
+    session_file(name).unlink(missing_ok=True)
+    (d / "up.lock").unlink(missing_ok=True)
+    try:
+        d.rmdir()
+    except OSError:
+        pass  # something else is in it: leave it
+
+
+def _cleanup(rec: dict[str, Any]) -> str:
+    """Reap what a dead supervisor left and remove the session's record and folder. Returns what was done."""
+    killed, removed = reap_owned(rec["supervisor"], rec.get("state"))
+    _forget(rec["name"])
+    parts = [f"reaped {', '.join(killed)}" if killed else "none of its processes was left running",
+             f"removed its state folder (keys, tokens) {', '.join(removed)}" if removed else "no state folder was left"]
+    return "; ".join(parts)
+
+
+# ---- start -----------------------------------------------------------------------------------------
+
+class _Stopped(BaseException):
+    """A stop signal arrived while starting (BaseException: probes and `except Exception` let it through)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals(handler: Any) -> Iterator[None]:
+    """Install `handler` for STOP_SIGNALS (main thread only), restoring the previous ones afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _raise_stopped(signum: int, _frame: Any) -> None:
+    raise _Stopped(signum)
+
+
+def _prctl_pdeathsig(sig: int) -> None:
+    """Linux prctl(PR_SET_PDEATHSIG, sig) for the calling thread's process; 0 clears it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except Exception:  # noqa: BLE001 - not Linux: `up`'s own signal handlers still stop the supervisor
+        pass
+
+
+def _supervisor_preexec() -> None:
+    _prctl_pdeathsig(signal.SIGTERM)
+
+
+def start(name: str | None, kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None,
+          intercept: str | None = None, timeout: float = 1800, say: Say = _say,
+          cases: list[str] | None = None, again: str | None = None, pods: bool = False,
+          kueue_config: str | None = None) -> dict[str, Any]:
+    """Start session `name`'s supervisor in the background and wait until its environment is ready.
+    With `pods`, kube-scheduler and kwok start with it (harness/env/pods.py; the record's "pods" names them).
+    `kueue_config`: a Kueue configuration file (harness/kueue/config.py load_file) Kueue starts with.
+
+    `cases`: pytest arguments (`kueue-harness run --keep-env`): the supervisor runs those cases on its
+    environment first (in its own process, so the environment outlives them) and the session is ready once
+    they are done; the record's "cases" then holds {"exit": pytest's exit code}. `up` (and so `run`) owns
+    the supervisor until then. `again`: the command a stopped start names to start over (default `up`).
+
+    `kueue_version`: a tag, or a harness.build.kueue.KueueSpec (any tag, ref or source tree);
+    `timeout`: seconds for builds and start-up together. Build progress and start-up lines go to
+    <artifacts>/session.log and are echoed through `say`. A record of a session of that name whose
+    supervisor died is cleaned up first. SIGTERM, SIGHUP or SIGINT while waiting stop the supervisor and
+    what it started. Returns the session record. Raises HarnessError when the session already runs or is
+    being started (exit code 2), when it fails to start (the supervisor's exit code: 5 a component did not
+    start, 4 a build failed, ...; 2 when it was killed), when `timeout` passes, and when a signal stopped
+    it (exit code 128 + the signal's number).
+    """
+    name = check_name(name)
+    with _start_lock(name, f"another `kueue-harness up{name_option(name)}` is starting session {name} right "
+                           f"now; wait for it, then use `kueue-harness status{name_option(name)}`"):
+        rec = describe(name, holding_lock=True)
+        if rec is not None and rec["phase"] != "died":
+            raise HarnessError(
+                f"session {name} is already running (supervisor pid {rec['supervisor']['pid']}, Kueue "
+                f"{rec.get('kueue_version', '?')}, started {rec.get('started')}): use it, stop it with "
+                f"`kueue-harness down{name_option(name)}`, or start another beside it with `--name OTHER`")
+        if rec is not None:
+            say(f"[kueue-harness] session {name}: its supervisor pid {rec['supervisor']['pid']} had died; "
+                f"{_cleanup(rec)}")
+        return _start_locked(name, kueue_version, plan, ui, artifacts, intercept, timeout, say, cases,
+                             again or f"kueue-harness up{name_option(name)}", pods, kueue_config)
+
+
+def _start_locked(name: str, kueue_version: Any, plan: str | None, ui: bool, artifacts: str | None,
+                  intercept: str | None, timeout: float, say: Say, cases: list[str] | None = None,
+                  again: str = "kueue-harness up", pods: bool = False,
+                  kueue_config: str | None = None) -> dict[str, Any]:
+    from harness.env.runs import run_folder
+
+    run_id = time.strftime("%Y%m%d-%H%M%S") + f"-session-{name}-{os.getpid()}"
+    art, note = run_folder(artifacts, run_id)  # never over an earlier run's evidence: beside it, inside
+    art = art.resolve()
+    if note:
+        say(f"[kueue-harness] {note}")
+    art.mkdir(parents=True, exist_ok=True)
+    log = art / "session.log"
+    spec_args = kueue_version.cli_args() if hasattr(kueue_version, "cli_args") else ["--kueue-version", kueue_version]
+    cmd = [sys.executable, "-m", "harness.cli.session", "--name", name, "--owner", str(os.getpid()), *spec_args,
+           "--artifacts", str(art)]
+    if plan:
+        cmd += ["--plan", plan]
+    if ui:
+        cmd += ["--ui"]
+    if intercept:
+        cmd += ["--intercept", intercept]
+    if pods:
+        cmd += ["--pods"]
+    if kueue_config:
+        cmd += ["--kueue-config", str(Path(kueue_config).resolve())]
+    if cases is not None:
+        cmd += ["--cases", json.dumps(cases)]
+    me = os.getpid()
+    shown = 0
+
+    def echo() -> None:
+        nonlocal shown
+        try:
+            lines = log.read_text(errors="replace").splitlines()
+        except OSError:
+            return
+        for line in lines[shown:]:
+            say(line)
+        shown = len(lines)
+
+    # Stop signals raise from here on, so none can land between the Popen and the handler below.
+    proc: subprocess.Popen | None = None
+    sup: dict[str, Any] = {}
+    with _signals(_raise_stopped):
+        try:
+            with open(log, "ab") as fh:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                                        start_new_session=True, cwd=os.getcwd(), preexec_fn=_supervisor_preexec)
+            sup = {"pid": proc.pid, "start": proc_start_time(proc.pid)}
+            _write(name, {"name": name, "phase": "starting", "supervisor": sup,
+                          "up": {"pid": me, "start": proc_start_time(me)}, "artifacts": str(art), "log": str(log),
+                          "started": time.strftime("%Y-%m-%dT%H:%M:%S")})
+            return _wait_ready(name, proc, sup, log, echo, timeout)
+        except (_Stopped, KeyboardInterrupt) as e:
+            signum = e.signum if isinstance(e, _Stopped) else signal.SIGINT
+            signal_name = signal.Signals(signum).name
+            with _signals(signal.SIG_IGN):  # a second Ctrl-C must not leave the clean-up half done
+                say(f"[kueue-harness] {signal_name}: stopping session {name}, which was still starting")
+                if proc is not None:
+                    _abandon(name, proc, sup)
+                    echo()
+            err = HarnessError(f"interrupted by {signal_name} while session {name} was starting: stopped its "
+                               f"supervisor and everything it had started (log: {log}). Start it again with "
+                               f"`{again}`")
+            err.exit_code = 128 + signum
+            raise err from None
+
+
+def _wait_ready(name: str, proc: subprocess.Popen, sup: dict[str, Any], log: Path, echo: Callable[[], None],
+                timeout: float) -> dict[str, Any]:
+    """Echo the supervisor's log until it records the session as running (returns the record). Raises
+    HarnessError when it exits first or `timeout` seconds pass (after stopping it and reaping leftovers)."""
+
+    def ready() -> dict[str, Any] | None:
+        echo()
+        if proc.poll() is not None:
+            raise HarnessError("exited")
+        rec = describe(name)
+        return rec if rec and rec["phase"] == "running" and rec["supervisor"]["pid"] == proc.pid else None
+
+    try:
+        return wait_for(ready, timeout=timeout, interval=0.5, what=f"session {name}'s environment to be ready",
+                        fatal=(HarnessError,))
+    except HarnessError:
+        echo()
+        code = proc.returncode
+        how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited {code}"
+        done = _cleanup({"name": name, "supervisor": sup})
+        err = HarnessError(f"the session failed to start: its supervisor (pid {proc.pid}) {how} ({done}); "
+                           f"see the lines above and {log}")
+        # The supervisor's own exit code says what failed (5 a component, 4 a build, 3 a version ...).
+        err.exit_code = code if code is not None and 2 <= code <= 7 else 2
+        raise err from None
+    except WaitTimeout as e:
+        _abandon(name, proc, sup)
+        raise HarnessError(f"{e}; stopped the session's supervisor and what it had started. See {log}; cold "
+                           "builds take about 15 minutes on 2 cores: run `kueue-harness build` first") from None
+
+
+def _abandon(name: str, proc: subprocess.Popen, sup: dict[str, Any]) -> None:
+    """Stop a supervisor that is still starting (it stops what it started), reap leftovers, drop the record."""
+    if proc.poll() is None:
+        _stop_supervisor(proc.pid, sup.get("start"), timeout=60)
+    proc.wait(10)
+    _cleanup({"name": name, "supervisor": sup})
+
+
+# ---- stop ------------------------------------------------------------------------------------------
+
+def stop(name: str | None = None, timeout: float = 60) -> str:
+    """Stop session `name` (SIGTERM to its supervisor, which stops every process; SIGKILL after `timeout`
+    seconds, then its processes are reaped). A session whose supervisor died is cleaned up: its recorded
+    processes are killed and its state folder removed. Idempotent. Returns one line saying what happened.
+    Raises HarnessError while an `up` is still starting the session.
+    """
+    name = check_name(name)
+    busy = (f"session {name} is starting right now (another `kueue-harness up{name_option(name)}`): stop that "
+            f"`up` (Ctrl-C or kill; it stops the session), or run `kueue-harness down{name_option(name)}` again "
+            "once it is up")
+    if not session_dir(name).is_dir():
+        return f"no session named {name} was running.{_others(name)}"
+    with _start_lock(name, busy):
+        rec = describe(name, holding_lock=True)
+        if rec is None:
+            _forget(name)
+            return f"no session named {name} was running.{_others(name)}"
+        sup = rec["supervisor"]
+        if rec["phase"] == "died":
+            return f"session {name}: its supervisor pid {sup['pid']} had died; {_cleanup(rec)}"
+        clean = _stop_supervisor(sup["pid"], sup.get("start"), timeout)
+        done = _cleanup(rec)
+        if clean:
+            return f"session {name} stopped"
+        return f"session {name}: its supervisor did not stop within {timeout:g}s and was killed; {done}"
+
+
+# ---- the supervisor --------------------------------------------------------------------------------
+
+def _serve(args: argparse.Namespace) -> int:
+    """Supervisor main: start the environment, record it, keep it up until SIGTERM/SIGHUP/SIGINT.
+
+    While starting, a stop signal (or `up` dying: PR_SET_PDEATHSIG) interrupts the start at once and
+    stops what was started (raises _Stopped); once ready, it ends the wait below.
+    """
+    from harness.env.local import LocalEnvironment
+    from harness.plan.load import load_plan
+
+    stop_event = threading.Event()
+    starting = [True]
+    in_cases: list[int | None] = [None]  # while cases run: 0, or the stop signal that came
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        stop_event.set()
+        if starting[0]:
+            starting[0] = False  # raise once: the clean-up that follows must not be interrupted
+            if in_cases[0] is not None:
+                # pytest ends a run cleanly on KeyboardInterrupt (teardown, summary); other exceptions it
+                # would record as a failed case and go on with the next.
+                in_cases[0] = signum
+                raise KeyboardInterrupt
+            raise _Stopped(signum)
+
+    for s in STOP_SIGNALS:
+        signal.signal(s, on_signal)
+    if args.owner and os.getppid() != args.owner:
+        print("[kueue-harness] `kueue-harness up` exited before the session started; not starting it", flush=True)
+        return 1
+    name = check_name(args.name)
+    art = Path(args.artifacts)
+    plan = load_plan(args.plan) if args.plan else None  # validate before anything starts
+    # The Kueue configuration: --kueue-config FILE over the plan's `kueue:` section (docs/kueue-config.md).
+    from harness.kueue import config as kconfig
+
+    kcfg = kconfig.load_file(args.kueue_config) if args.kueue_config else kconfig.DEFAULT
+    if plan is not None and plan.kueue is not None:
+        kcfg = kcfg.over(plan.kueue)
+    if not kcfg.is_default:
+        print(f"[kueue-harness] Kueue configuration: {kcfg.summary()}", flush=True)
+    kubectl = _kubectl_or_none()
+    from harness.build.kueue import KueueSpec
+
+    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
+                                  args.kueue_patch)
+    env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept, pods=args.pods,
+                                 kueue_config=kcfg)
+    nemesis = None
+    cases = None
+    try:
+        if args.cases is not None:
+            # `kueue-harness run --keep-env`: the cases run here, on this environment, which stays up after.
+            in_cases[0] = 0
+            cases = {"exit": _run_cases(env, json.loads(args.cases))}
+            if in_cases[0]:
+                raise _Stopped(in_cases[0])
+            in_cases[0] = None
+            print(f"[kueue-harness] the cases are done (pytest exit code {cases['exit']}); keeping the environment "
+                  f"as session {name}", flush=True)
+        # Process faults (restart_kueue) and delayed watch events of the session's plans, loaded now or
+        # later with `plan load`, need the harness side too (harness/nemesis/runner.py); before any plan loads.
+        from harness.nemesis.runner import Nemesis
+
+        # Kueue's start count when the session's own Nemesis takes over: restarts after it are the session's
+        # process faults (a session bundle's kueue_not_restarted_unasked: harness/cli/bundle.py).
+        kueue_baseline = {"starts": env.kueue_starts(), "since": time.time()}
+        nemesis = Nemesis.for_session(env, say=lambda line: print(line, flush=True)).start()
+        # Expired holds and rules that match nothing go to the session log as they happen (harness/proxy/notices.py).
+        from harness.proxy.notices import EventFollower, notice
+
+        follower = EventFollower(env.proxy.events_file)
+        if plan is not None:
+            env.proxy.load_plan(plan, by="up --plan")
+            print(f"[kueue-harness] plan {plan.name} loaded: {', '.join(r.id for r in plan.rules)}", flush=True)
+        me = os.getpid()
+        previous = json.loads(session_file(name).read_text()) if session_file(name).is_file() else {}
+        data = {
+            "name": name,
+            "phase": "running",
+            "supervisor": {"pid": me, "start": proc_start_time(me)},
+            "up": previous.get("up"),
+            "log": str(art / "session.log"),
+            "kueue_version": env.kueue_version,
+            "kueue": env.kueue_build_info(),
+            "api_url": env.api_url,
+            "admin_kubeconfig": str(env.admin_kubeconfig),
+            "kubectl": str(kubectl) if kubectl else None,
+            "proxy_url": env.proxy.url,
+            "control_port": env.proxy.control_port,
+            "control_token_file": str(env.state / "control.token"),
+            "web_url": env.proxy.web_url,
+            "artifacts": str(art),
+            "state": str(env.state),
+            "kueue_log": str(env.kueue_log),
+            "kueue_baseline": kueue_baseline,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            # kube-scheduler's and kwok's versions when Pods run (up --pods, or a case of run --keep-env asked).
+            "pods": env.pods_info(),
+        }
+        if cases is not None:
+            data["cases"] = cases
+        # Ready: from now on the session outlives `up`, so `up` exiting must no longer stop it.
+        _prctl_pdeathsig(0)
+        starting[0] = False
+        _write(name, data)
+        reported: set[str] = set()
+        while not stop_event.wait(1):
+            for ev in follower.read():
+                line = notice(ev)
+                if line:
+                    print(line, flush=True)
+            for proc_name in list(env.procs.procs):
+                if nemesis.busy():
+                    break  # a plan's process fault is restarting Kueue: not an exit
+                if proc_name not in reported and not env.procs.alive(proc_name):
+                    reported.add(proc_name)
+                    print(f"[kueue-harness] {proc_name} exited (see {env.artifacts}); the session keeps running for "
+                          f"inspection: `kueue-harness status{name_option(name)}`, then "
+                          f"`kueue-harness down{name_option(name)}`", flush=True)
+    finally:
+        starting[0] = False
+        if nemesis is not None:
+            nemesis.stop(timeout=60)
+        env.stop()
+        try:
+            if json.loads(session_file(name).read_text()).get("supervisor", {}).get("pid") == os.getpid():
+                session_file(name).unlink()
+        except (OSError, ValueError):
+            pass
+        print(f"[kueue-harness] session {name} stopped", flush=True)
+    return 0
+
+
+def _run_cases(env: Any, pytest_args: list[str]) -> int:
+    """Run pytest with `pytest_args` in this process on `env` (the session's environment, which the cases
+    then use instead of starting their own and leave running). Returns pytest's exit code."""
+    import pytest
+
+    from harness.scenarios import plugin as pytest_plugin
+
+    pytest_plugin.PROVIDED_ENV = env
+    try:
+        return int(pytest.main(pytest_args))
+    finally:
+        pytest_plugin.PROVIDED_ENV = None
+
+
+def _kubectl_or_none() -> Path | None:
+    """kubectl for the session's printout, or None when it would need Go and Go is not there (a
+    session whose binaries all come from KUEUE_HARNESS_* variables does not need Go)."""
+    k = binaries.kubectl_if_buildable()
+    if k is None:
+        print("[kueue-harness] no kubectl of the pinned version (Go is not on PATH to build it; "
+              "KUEUE_HARNESS_KUBECTL names one): use your own kubectl", flush=True)
+    return k
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The supervisor process (`python -m harness.cli.session`, started by `kueue-harness up`)."""
+    ap = argparse.ArgumentParser(description="kueue-harness session supervisor (started by `kueue-harness up`)")
+    ap.add_argument("--name", default=DEFAULT_NAME)
+    ap.add_argument("--owner", type=int, help="pid of the `kueue-harness up` that owns this supervisor until ready")
+    ap.add_argument("--kueue-version")
+    ap.add_argument("--kueue-ref")
+    ap.add_argument("--kueue-source")
+    ap.add_argument("--kueue-repo")
+    ap.add_argument("--kueue-patch", action="append")
+    ap.add_argument("--artifacts", required=True)
+    ap.add_argument("--plan")
+    ap.add_argument("--ui", action="store_true")
+    ap.add_argument("--pods", action="store_true", help="start kube-scheduler and kwok too (Pods that run)")
+    ap.add_argument("--kueue-config", help="a Kueue configuration file (docs/kueue-config.md)")
+    ap.add_argument("--intercept")
+    ap.add_argument("--cases", help="JSON list of pytest arguments: run those cases on the environment first")
+    args = ap.parse_args(argv)
+    try:
+        return _serve(args)
+    except _Stopped as e:
+        # The starting record `up` wrote names this process; nobody is left to remove it when `up` died.
+        try:
+            f = session_file(args.name)
+            if json.loads(f.read_text()).get("supervisor", {}).get("pid") == os.getpid():
+                f.unlink()
+        except (OSError, ValueError, HarnessError):
+            pass
+        print(f"[kueue-harness] {signal.Signals(e.signum).name} while starting: stopped everything the session "
+              "had started", flush=True)
+        return 128 + e.signum
+    except HarnessError as e:
+        print(f"kueue-harness: {e}", flush=True)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

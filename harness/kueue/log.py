@@ -1,0 +1,142 @@
+"""Reads Kueue's JSON log (zap, one object per line: ts/level/logger/caller/msg + key/values) and
+finds the lines that matter to a case, e.g. "Preemption already issued, waiting for observation".
+
+Keys and messages: Kueue v0.17 pkg/scheduler/preemption/preemption.go:191-203, scheduler.go
+(docs/kueue-notes.md §8).
+klog.KObj values appear as {"name": ..., "namespace": ...}.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator
+
+from harness.common.jsonl import JsonlTail
+
+PREEMPTION_WAITING = "Preemption already issued, waiting for observation"
+PREEMPTION_ONGOING = "Preemption ongoing"
+PREEMPTED = "Preempted"
+ADMITTED = "Workload successfully admitted and assigned flavors"
+
+#: Messages worth a place in a case's history (milestones of the race).
+MILESTONES = (PREEMPTION_WAITING, PREEMPTION_ONGOING, PREEMPTED, ADMITTED,
+              "Could not admit Workload and assign flavors in apiserver", "Workload re-queued",
+              "Handling a job with evicted condition")
+
+
+def parse_ts(ts: Any) -> float | None:
+    """Kueue's `ts` (RFC3339Nano string, or epoch seconds) as epoch seconds."""
+    if isinstance(ts, (int, float)):
+        return float(ts)
+    if isinstance(ts, str):
+        try:
+            return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Every JSON log line of `path` as a dict (non-JSON lines are skipped)."""
+    try:
+        fh = open(path, errors="replace")
+    except OSError:
+        return
+    with fh:
+        for raw in fh:
+            if raw.startswith("{"):
+                try:
+                    yield json.loads(raw)
+                except ValueError:
+                    continue
+
+
+class Tail(JsonlTail):
+    """Kueue's log followed live (harness/common/jsonl.py); `new_lines()` is `read()`."""
+
+    def new_lines(self) -> list[dict[str, Any]]:
+        return self.read()
+
+
+def _obj_key(v: Any) -> str | None:
+    if isinstance(v, dict) and "name" in v:
+        return f"{v.get('namespace', '')}/{v['name']}" if v.get("namespace") else v["name"]
+    if isinstance(v, str):
+        return v
+    return None
+
+
+def mentions(line: dict[str, Any], key: str) -> bool:
+    """True if any KObj-like value of the line (workload, targetWorkload, ...) is `key` ("ns/name"), or the
+    line names its object with top-level `namespace` and `name` keys (controller-runtime's reconciler
+    lines, e.g. "Reconciling" with controller=workload namespace=ns name=w) and they make `key`."""
+    ns, name = line.get("namespace"), line.get("name")
+    if isinstance(name, str) and (f"{ns}/{name}" if isinstance(ns, str) and ns else name) == key:
+        return True
+    return any(_obj_key(v) == key for k, v in line.items()
+               if k not in ("msg", "ts", "level", "logger", "caller", "namespace", "name"))
+
+
+#: Keys a `{log: REGEX}` trigger does not see: when and where in Kueue's code the line was written.
+_UNSEARCHED = ("ts", "caller", "msg")
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, dict) and isinstance(v.get("name"), str) and set(v) <= {"name", "namespace"}:
+        return _obj_key(v) or ""
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def normalized(line: dict[str, Any]) -> str:
+    """The text a plan's `{log: REGEX}` trigger is searched in (docs/fault-plans.md, Triggers): the
+    message, then ` key=value` for every other key in the line's order except ts and caller. An object
+    (klog.KObj, `{"name", "namespace"}`) is written `namespace/name` (`name` when cluster-scoped); a line
+    that names its object with top-level `namespace` and `name` keys (controller-runtime's reconcilers)
+    also gets `object=namespace/name`, so `object=ns/w1` or `=ns/w1\\b` finds a Workload whichever way
+    the line carries it. Other values are compact JSON (`schedulingCycle=6`, `assignments=[…]`).
+
+    Example: `Workload successfully admitted and assigned flavors level=Level(-2) logger=scheduler
+    replica-role=standalone schedulingCycle=6 workload=team-a/job-job2-d4d7c clusterQueue=cq assignments=[…]`.
+    """
+    parts = [str(line.get("msg", ""))]
+    parts += [f"{k}={_text(v)}" for k, v in line.items() if k not in _UNSEARCHED]
+    ns, name = line.get("namespace"), line.get("name")
+    if isinstance(ns, str) and isinstance(name, str):
+        parts.append(f"object={ns}/{name}")
+    return " ".join(parts)
+
+
+def count(path: Path, msg: str, since: float | None = None, **match: str) -> int:
+    """How many lines have message `msg`, a time at or after `since` (epoch seconds; None: any) and, for
+    each `field=key`, that KObj field equal to "ns/name"."""
+    n = 0
+    for line in lines(path):
+        if line.get("msg") != msg or not all(_obj_key(line.get(f)) == k for f, k in match.items()):
+            continue
+        ts = parse_ts(line.get("ts"))
+        if since is None or (ts is not None and ts >= since):
+            n += 1
+    return n
+
+
+def excerpt(path: Path, keys: set[str], since: float | None = None) -> list[dict[str, Any]]:
+    """Lines about any Workload in `keys` ("ns/name"), from `since` (epoch s) on."""
+    out = []
+    for line in lines(path):
+        ts = parse_ts(line.get("ts"))
+        if since is not None and ts is not None and ts < since:
+            continue
+        if any(mentions(line, k) for k in keys):
+            out.append(line)
+    return out
+
+
+def last_lines(path: Path, n: int = 20) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-n:]
+    except OSError:
+        return []

@@ -1,0 +1,551 @@
+"""Fault actions: what a rule does, one small class per kind, in one registry.
+
+Each class says its `name`, which `stage` values a rule of it may give, where the proxy consults it
+(`consulted`: "flow" = the first acting rule takes a request; "observe" = every flow, alongside;
+"watch" = events on Kueue's Workload watch streams; "signal" = no traffic at all, it fires when its
+release triggers hold and the harness acts), which trigger states other rules may wait for on it, the
+extra rule keys it takes (`params`), how it checks a rule (`validate`), what it does (`apply` on a flow in
+the proxy, `on_watch_event` on a watch event, `perform` on the harness side for a signal) and how the
+report's fault table says it (`describe`).
+
+Adding a fault kind = one class here with `@register` + a row in docs/fault-plans.md (recipe:
+docs/architecture.md "How to add a fault kind"). Pure logic: no mitmproxy import, so harness/plan/rules.py,
+the plan loader and the report can use the registry; the proxy passes its own context objects in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover - types only
+    from harness.plan.rules import Rule
+    from harness.kueue.api import WatchEvent
+
+STAGES = ("request", "response")
+#: Watch event types a watch action's `match.event_type` may name (BOOKMARK events are never acted on).
+WATCH_EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+#: The throwaway Workload harness/nemesis/runner.py touches so that a delayed watch line can go out on time;
+#: watch rules never act on its events (a rule delaying it would keep the ticks going).
+TICK_WORKLOAD = "kueue-harness-tick"
+
+
+class RuleError(ValueError):
+    """A rule or match has an unknown key or a bad value; the message names the rule and the key
+    ("rule a: delay must be >= 0"), which the plan loader turns into `file:line:` (harness/plan/load.py).
+    `key`: the rule key the message is about, when one is (the loader points at its line)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class FlowAct(Protocol):
+    """What the proxy gives a flow action's `apply` (harness/proxy/addons/inject.py implements it)."""
+
+    seq: int | None
+    label: str
+
+    def log(self, event: str, **fields: Any) -> None:
+        """Record a proxy event about this flow (`flow`, `rule`, `stage`, `label` are filled in)."""
+
+    def fail(self, status: int, reason: str, message: str) -> None:
+        """Answer the flow with a Kubernetes Status (kube-apiserver is not contacted at stage request)."""
+
+    def kill(self) -> None:
+        """Reset the stream (HTTP/2) or close the connection (HTTP/1.1): Kueue gets no answer."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` (other traffic keeps flowing)."""
+
+    async def hold(self) -> None:
+        """Park the flow until a release trigger, a command, `release.timeout` or `max_hold` ends it."""
+
+
+class Action:
+    """Base of every fault kind. Subclasses set the class attributes and override what they use."""
+
+    #: The value of a rule's `action` key.
+    name: ClassVar[str] = ""
+    #: Other names accepted in plans, rewritten by `normalize` ("hold_response" -> hold at stage response).
+    aliases: ClassVar[tuple[str, ...]] = ()
+    #: Values a rule's `stage` key may take for this action.
+    stages: ClassVar[tuple[str, ...]] = STAGES
+    #: Why other stages do not apply (said in the error).
+    stage_hint: ClassVar[str] = ""
+    #: Where the proxy consults such rules: "flow", "observe", "watch" or "signal" (module docstring).
+    consulted: ClassVar[str] = "flow"
+    #: Trigger states (harness.plan.rules.TRIGGER_STATES) another rule may wait for on a rule of this kind.
+    trigger_states: ClassVar[tuple[str, ...]] = ("answered",)
+    #: Whether a rule of this kind takes a `release` (its triggers end a hold / fire a signal).
+    takes_release: ClassVar[bool] = False
+    #: Extra rule keys this kind takes, with their defaults (stored in Rule.params).
+    params: ClassVar[dict[str, Any]] = {}
+    #: One line for docs and `kueue-harness` help: what the kind does.
+    one_line: ClassVar[str] = ""
+    #: Whether the harness must make watch chunks arrive for it (harness/nemesis/runner.py prepares its tick
+    #: Workload when such a rule is loaded).
+    needs_ticks: ClassVar[bool] = False
+    #: Whether it is a plan step (create, patch, delete, wait: a signal written under a plan's `steps:`),
+    #: which `{step: ID}` triggers may name.
+    is_step: ClassVar[bool] = False
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        """Rewrite plan sugar in a rule dict before it is built (default: unchanged). Raises RuleError."""
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        """Check what only this kind cares about; raise RuleError naming the rule and the key."""
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        """The fault table's words for a rule (its `Rule.to_dict()` form, as history.jsonl holds it)."""
+        return self.name
+
+    async def apply(self, act: FlowAct, rule: "Rule", stage: str) -> None:
+        """Do this fault to a flow at `stage` (consulted == "flow" only)."""
+        raise NotImplementedError(f"action {self.name} does not act on flows")
+
+    def on_watch_event(self, rule: "Rule", event: "WatchEvent") -> tuple[str, float]:
+        """For consulted == "watch": ("drop", 0) or ("delay", seconds) for an event the rule took."""
+        raise NotImplementedError(f"action {self.name} does not act on watch events")
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        """For consulted == "signal": the harness side's work once the proxy signalled the rule
+        (harness/nemesis/runner.py calls it with itself as `runner`). Returns fields for the record."""
+        raise NotImplementedError(f"action {self.name} is not a signal")
+
+
+_REGISTRY: dict[str, Action] = {}
+_ALIASES: dict[str, str] = {}
+
+
+def register(cls: type[Action]) -> type[Action]:
+    """Class decorator: add a fault kind to the registry (its name and aliases must be new)."""
+    inst = cls()
+    for n in (cls.name, *cls.aliases):
+        if not n or n in _REGISTRY or n in _ALIASES:
+            raise ValueError(f"fault action name {n!r} is empty or taken")
+    _REGISTRY[cls.name] = inst
+    for a in cls.aliases:
+        _ALIASES[a] = cls.name
+    return cls
+
+
+def names() -> tuple[str, ...]:
+    """Every registered action name, in registration order (aliases not included)."""
+    return tuple(_REGISTRY)
+
+
+def get(name: Any) -> Action:
+    """The action called `name` (or one of its aliases). Raises KeyError if there is none."""
+    if isinstance(name, str):
+        if name in _REGISTRY:
+            return _REGISTRY[name]
+        if name in _ALIASES:
+            return _REGISTRY[_ALIASES[name]]
+    raise KeyError(name)
+
+
+def all_params() -> dict[str, tuple[str, Any]]:
+    """Every extra rule key any kind takes: key -> (action name, default)."""
+    return {k: (a.name, v) for a in _REGISTRY.values() for k, v in a.params.items()}
+
+
+def describe(rule: Mapping[str, Any]) -> str:
+    """The fault table's words for a rule dict (Rule.to_dict() form); an unknown action is named as is."""
+    name = rule.get("action", "hold")
+    try:
+        return get(name).describe(rule)
+    except KeyError:
+        return str(name)
+
+
+def _num(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+
+def _times(rule: Mapping[str, Any], what: str) -> str:
+    t = rule.get("times", 1)
+    return f" (every {what})" if t is None else (f" (the first {t} {what}s)" if t != 1 else "")
+
+
+# ---- acting on flows ------------------------------------------------------------------------------
+
+
+@register
+class Hold(Action):
+    """Park the flow at `stage` until its `release` triggers hold, a command, or a timeout."""
+
+    name = "hold"
+    aliases = ("hold_response",)
+    trigger_states = ("held", "released", "answered")
+    takes_release = True
+    one_line = "park the request (or with stage response / hold_response: the answer) until released"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        if d.get("action") == "hold_response":  # plan sugar: a hold at stage response
+            if d.get("stage", "response") != "response":
+                raise RuleError(f"rule {d['id']}: stage {d['stage']!r} conflicts with action hold_response "
+                                "(a hold at stage response)", key="stage")
+            d = {**d, "action": "hold", "stage": "response"}
+        return d
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return "hold the answer" if rule.get("stage") == "response" else "hold the request"
+
+    async def apply(self, act: FlowAct, rule: "Rule", stage: str) -> None:
+        await act.hold()
+
+
+@register
+class Delay(Action):
+    """Wait `delay` seconds at `stage`, then go on."""
+
+    name = "delay"
+    one_line = "wait `delay` seconds, then continue"
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return f"delay {_num(rule.get('delay', 0))}s"
+
+    async def apply(self, act: FlowAct, rule: "Rule", stage: str) -> None:
+        act.log("delayed", seconds=rule.delay)
+        await act.sleep(rule.delay)
+
+
+@register
+class Fail(Action):
+    """Answer with a Kubernetes Status (`status`, `reason`, `message`)."""
+
+    name = "fail"
+    one_line = "answer `status` with a Kubernetes Status body"
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return f"fail {rule.get('status', 500)} {rule.get('reason', 'InternalError')}" + (
+            " (after kube-apiserver applied it)" if rule.get("stage") == "response" else "")
+
+    async def apply(self, act: FlowAct, rule: "Rule", stage: str) -> None:
+        act.fail(rule.status, rule.reason, rule.message)
+        act.log("failed", status=rule.status)
+
+
+@register
+class Reset(Action):
+    """Reset the stream instead of answering."""
+
+    name = "reset"
+    one_line = "reset the HTTP/2 stream (close the HTTP/1.1 connection): no answer"
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return "reset the stream" + (" (after kube-apiserver applied it)" if rule.get("stage") == "response" else "")
+
+    async def apply(self, act: FlowAct, rule: "Rule", stage: str) -> None:
+        act.log("reset")
+        act.kill()
+
+
+@register
+class Observe(Action):
+    """Do nothing to the flow; record it so that other rules' triggers can name it."""
+
+    name = "observe"
+    stages = ("request",)
+    stage_hint = "observe records the whole flow"
+    consulted = "observe"
+    one_line = "do nothing; record the flow for other rules' triggers"
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return "observe (for triggers)"
+
+
+# ---- acting on Workload watch events ------------------------------------------------------------
+
+
+class _WatchAction(Action):
+    stages = ("request",)
+    consulted = "watch"
+    trigger_states = ()
+
+    def validate(self, rule: "Rule") -> None:
+        m = rule.match
+        if m.write or m.method or m.path_regex or m.kind or m.field_manager or m.resource or m.subresource \
+                or m.body_jsonpath:
+            raise RuleError(f"rule {rule.id}: {self.name} matches watch events by name/namespace/event_type only",
+                            key="match")
+
+
+@register
+class DropWatchEvents(_WatchAction):
+    """Leave matching events out of Kueue's Workload watch streams (`times` counts dropped events)."""
+
+    name = "drop_watch_events"
+    stage_hint = "watch rules act on Kueue's Workload watch streams"
+    one_line = "leave matching events out of Kueue's Workload watches"
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return "drop watch events" + _times(rule, "event")
+
+    def on_watch_event(self, rule: "Rule", event: "WatchEvent") -> tuple[str, float]:
+        return "drop", 0.0
+
+
+@register
+class DelayWatchEvents(_WatchAction):
+    """Deliver matching events to Kueue `delay` seconds after they reached the proxy; later events of the
+    same watch stream wait behind them (a watch is ordered). Held lines go out with the first chunk that
+    arrives after their due time: the harness makes one arrive (harness/nemesis/runner.py touches a Workload)."""
+
+    name = "delay_watch_events"
+    needs_ticks = True
+    stage_hint = "watch rules act on Kueue's Workload watch streams"
+    one_line = "deliver matching Workload watch events `delay` seconds late"
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if rule.delay <= 0:
+            raise RuleError(f"rule {rule.id}: delay must be > 0 seconds for delay_watch_events, got {rule.delay}",
+                            key="delay")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return f"delay watch events {_num(rule.get('delay', 0))}s" + _times(rule, "event")
+
+    def on_watch_event(self, rule: "Rule", event: "WatchEvent") -> tuple[str, float]:
+        return "delay", float(rule.delay)
+
+
+# ---- process faults (signals: fired by triggers, done by the harness) ----------------------------
+
+
+class _SignalAction(Action):
+    stages = ("request",)
+    stage_hint = "a process fault has no request"
+    consulted = "signal"
+    #: held = the proxy signalled it (its triggers held); released = the harness finished the work.
+    trigger_states = ("held", "released")
+    takes_release = True
+
+    def validate(self, rule: "Rule") -> None:
+        m = rule.match
+        if any(v is not None for k, v in m.__dict__.items() if k != "namespace"):
+            # A plan loaded for a case gets the case's namespace on every rule: that one is harmless.
+            raise RuleError(f"rule {rule.id}: {self.name} takes no `match` (it acts on a process, fired by its "
+                            "release triggers)", key="match")
+        if rule.times != 1:
+            raise RuleError(f"rule {rule.id}: times: {self.name} fires once per load", key="times")
+        rel = rule.release
+        if rel is not None and rel.on_timeout != "release":
+            raise RuleError(f"rule {rule.id}: release.on_timeout: a process fault fires on timeout "
+                            "(on_timeout: release) or waits; it cannot fail", key="release")
+        if rel is not None and rel.then != "release":
+            raise RuleError(f"rule {rule.id}: release.then: {self.name} has no flow to fail; `then: fail` is for "
+                            "holds", key="release")
+
+
+@register
+class RestartKueue(_SignalAction):
+    """Restart the Kueue manager (SIGTERM, or SIGKILL with `kill: true`) once the release triggers hold
+    (with no `release`: as soon as the rule is loaded; `release.timeout` alone: that many seconds later).
+    The proxy emits `signalled`; the harness's runner restarts Kueue, records `kueue_restart`, counts it as
+    a restart the case asked for, and tells the proxy it is done (`signal_done`)."""
+
+    name = "restart_kueue"
+    params = {"kill": False}
+    one_line = "restart the Kueue manager (kill: SIGKILL) when the release triggers hold"
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not isinstance(rule.param("kill"), bool):
+            raise RuleError(f"rule {rule.id}: kill must be true or false, got {rule.param('kill')!r}", key="kill")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return "restart Kueue (SIGKILL)" if rule.get("kill") else "restart Kueue (SIGTERM, graceful)"
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        kill = bool(rule.get("kill", False))
+        seconds = runner.restart_kueue(kill=kill, rule=str(rule.get("id")))
+        return {"kill": kill, "seconds": seconds}
+
+
+# ---- plan steps (signals too: fired by triggers, done by the harness against kube-apiserver) -------
+
+
+class _StepAction(_SignalAction):
+    """A plan step (docs/fault-plans.md, Steps): written under a plan's `steps:` with `after:` triggers,
+    loaded as a signal rule (its `release.after`). The proxy signals it when its triggers hold; the
+    harness (harness/nemesis/runner.py) does it directly against kube-apiserver with the admin identity, never
+    through the proxy, and reports it done (`signal_done` with ok, seconds, and what it did)."""
+
+    is_step = True
+    stage_hint = "a step acts on kube-apiserver directly, not on Kueue's requests"
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        rel = rule.release
+        if rel is not None and rel.timeout is not None:
+            raise RuleError(f"rule {rule.id}: a step runs when its `after` triggers hold, or never; it takes no "
+                            "release.timeout (a `wait` step takes `timeout`)", key="release")
+
+    @staticmethod
+    def spec(rule: Mapping[str, Any] | "Rule", key: str) -> Any:
+        return rule.param(key) if hasattr(rule, "param") else rule.get(key)
+
+
+@register
+class Create(_StepAction):
+    """Create objects, in order: inline (`{apiVersion, kind, metadata: {name}, …}`) or built by a builder
+    of harness/objects/builders.py by name (`{builder: workload, args: {name: w1}, with: [{queue: lq}]}`), or a list
+    of those."""
+
+    name = "create"
+    params = {"create": None}
+    one_line = "plan step: create objects (inline, or by a harness/objects/builders.py builder) in kube-apiserver"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        from harness.plan import steps
+
+        if d.get("create") is not None:
+            try:
+                d = {**d, "create": steps.build_objects(d["create"])}
+            except steps.StepError as e:
+                raise RuleError(f"rule {d.get('id')}: create: {e}", key="create") from None
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not rule.param("create"):
+            raise RuleError(f"rule {rule.id}: create: give the object(s) to create", key="create")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        from harness.plan import steps
+
+        return "create " + ", ".join(steps.object_label(o) for o in self.spec(rule, "create") or [])
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_create(rule.get("create") or [])
+
+
+@register
+class Patch(_StepAction):
+    """Patch one object: `{object: Kind/name, merge: {…}}` (JSON merge patch), `json: [ops]` (JSON patch)
+    or `apply: {…}` (server-side apply as `field_manager`, default kueue-harness, forced); `subresource:
+    status` for its status."""
+
+    name = "patch"
+    params = {"patch": None}
+    one_line = "plan step: patch an object (merge, JSON patch or server-side apply), its status too"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        from harness.plan import steps
+
+        if d.get("patch") is not None:
+            try:
+                d = {**d, "patch": steps.patch_spec(d["patch"])}
+            except steps.StepError as e:
+                raise RuleError(f"rule {d.get('id')}: patch: {e}", key="patch") from None
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not rule.param("patch"):
+            raise RuleError(f"rule {rule.id}: patch: give {{object: Kind/name, merge: {{…}}}}", key="patch")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        from harness.plan import steps
+
+        return steps.describe_patch(self.spec(rule, "patch") or {})
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_patch(rule.get("patch") or {})
+
+
+@register
+class Delete(_StepAction):
+    """Delete one object: `Kind/name` or `{object: Kind/name, namespace, propagation}`."""
+
+    name = "delete"
+    params = {"delete": None}
+    one_line = "plan step: delete an object"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        from harness.plan import steps
+
+        if d.get("delete") is not None:
+            try:
+                d = {**d, "delete": steps.delete_spec(d["delete"])}
+            except steps.StepError as e:
+                raise RuleError(f"rule {d.get('id')}: delete: {e}", key="delete") from None
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not rule.param("delete"):
+            raise RuleError(f"rule {rule.id}: delete: give the object (Kind/name)", key="delete")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        from harness.plan import steps
+
+        return "delete " + steps.ref_label(self.spec(rule, "delete") or {})
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_delete(rule.get("delete") or {})
+
+
+@register
+class Wait(_StepAction):
+    """Wait (at most `timeout` seconds) for a fact — `{log: REGEX}` or `{object: Kind/name, condition: T,
+    status: S}` / `{…, deleted: true}` / `{…, field: JSONPATH, equals: V}` — to have happened since the plan
+    was loaded, or with `since: STEP` since plan step STEP began (its `signalled`: e.g. the reconcile that
+    follows a delete step, not an earlier one); a timeout fails the step."""
+
+    name = "wait"
+    params = {"wait": None, "timeout": 60.0, "since": None}
+    one_line = "plan step: wait for a Kueue log line or an object's condition, deletion or field value"
+
+    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
+        from harness.plan.rules import Trigger
+
+        w = d.get("wait")
+        if w is not None:
+            t = Trigger.from_dict(w, f"rule {d.get('id')}: wait")
+            if not t.is_fact:
+                raise RuleError(f"rule {d.get('id')}: wait: waits for a fact, {{log: REGEX}} or {{object: Kind/name, …}}"
+                                "; for another rule or step, give the step `after:` triggers", key="wait")
+            d = {**d, "wait": {k: v for k, v in t.__dict__.items() if v is not None and k != "state"}}
+        return d
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        if not rule.param("wait"):
+            raise RuleError(f"rule {rule.id}: wait: give {{log: REGEX}} or {{object: Kind/name, condition: Type}}",
+                            key="wait")
+        t = rule.param("timeout")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 or t != t or t == float("inf"):
+            raise RuleError(f"rule {rule.id}: timeout must be seconds > 0, got {t!r}", key="timeout")
+        since = rule.param("since")
+        if since is not None and (not isinstance(since, str) or not since):
+            raise RuleError(f"rule {rule.id}: since must name a step of the plan (the wait counts from when that "
+                            f"step began), got {since!r}", key="since")
+        if since == rule.id:
+            raise RuleError(f"rule {rule.id}: since names the wait step itself; name the step before it whose "
+                            "start the wait counts from", key="since")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        from harness.plan.rules import Trigger
+
+        w = self.spec(rule, "wait") or {}
+        try:
+            what = Trigger(**w).describe()
+        except TypeError:
+            what = str(w)
+        t = self.spec(rule, "timeout")
+        since = self.spec(rule, "since")
+        return (f"wait until {what}" + (f" since step {since} began" if since else "")
+                + (f" (at most {_num(t)}s)" if t is not None else ""))
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_wait(rule.get("wait") or {}, float(rule.get("timeout") or 60.0), str(rule.get("id")),
+                                since=rule.get("since"))
+
+
+def step_names() -> tuple[str, ...]:
+    """The registered step actions (create, patch, delete, wait)."""
+    return tuple(n for n, a in _REGISTRY.items() if a.is_step)
