@@ -27,12 +27,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.kueue import versions
-from harness.build.binaries import Progress, _default_progress, _kueue_target, _module_dir, _run_go, build as build_module, build_lock as _lock, cache_root, go_binary
+from harness.build.go import GoTarget, Progress, _default_progress, _module_dir, _run_go, build as build_module, build_lock as _lock, go_binary
+from harness.common.paths import cache_root
 from harness.common.errors import BuildError, HarnessError, UnservedVersion
 
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 #: The parts of config/components a run needs (CRDs, webhooks) or a benchmark reads (manager config).
 CONFIG_PARTS = ("crd", "webhook", "manager")
+
+
+def _kueue_target(version: str, commit: str = "module-proxy") -> GoTarget:
+    go_mod = (
+        "module kueueharness.local/build/kueue\n\ngo 1.25.0\n\n"
+        f"require sigs.k8s.io/kueue {version}\n"
+    )
+    pkg = "sigs.k8s.io/kueue/pkg/version"
+    ldflags = f"-X '{pkg}.GitVersion={version}' -X '{pkg}.GitCommit={commit}'"
+    return GoTarget(
+        "kueue", version, go_mod, ("sigs.k8s.io/kueue/cmd/kueue",), "sigs.k8s.io/kueue/cmd/kueue",
+        None, ldflags, "KUEUE_HARNESS_KUEUE_BINARY",
+    )
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.common import paths
-from harness.kueue import versions
+from harness.kueue import bugs, versions
 from harness.common.errors import HarnessError
 
 CASES_DIR = paths.CASES_DIR
@@ -608,7 +608,7 @@ def _cmd_versions(args: argparse.Namespace) -> int:
           f"--kueue-repo, default {versions.UPSTREAM_KUEUE_REPO})")
     for prof in versions.KUEUE_PROFILES:
         print(f"  from {prof.since}: Configuration {prof.config_api}, Workloads stored as {prof.storage_version}")
-    for bug in versions.KNOWN_BUGS.values():
+    for bug in bugs.KNOWN_BUGS.values():
         fixed = f"; fixed in {', '.join(bug.fixed_in)}" if bug.fixed_in else "; no fix known"
         commits = f" (fix commits: {', '.join(f'{b} {c}' for b, c in bug.fix_commits.items())})" if bug.fix_commits else ""
         print(f"{bug.issue}: affected {' or '.join(bug.affected)}{fixed}{commits}")

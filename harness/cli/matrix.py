@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.cli.commands import CASES_DIR
+from harness.common.paths import CASES_DIR
 from harness.build.kueue import KueueSpec
 from harness.common.errors import HarnessError
 

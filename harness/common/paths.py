@@ -16,7 +16,6 @@ ADDON = ROOT / "proxy_addons" / "kueue_faults.py"
 
 
 def cache_root() -> Path:
-    """The harness's cache folder: $KUEUE_HARNESS_CACHE, else ~/.cache/kueue-harness (created)."""
-    root = Path(os.environ.get("KUEUE_HARNESS_CACHE") or Path.home() / ".cache" / "kueue-harness")
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    """The harness's cache folder: $KUEUE_HARNESS_CACHE, else ~/.cache/kueue-harness (not created here)."""
+    env = os.environ.get("KUEUE_HARNESS_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "kueue-harness"

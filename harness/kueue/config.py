@@ -405,7 +405,7 @@ def _git(repo: Path, *args: str, stdin: str | None = None) -> str | None:
 
 
 def _cached_repos() -> list[Path]:
-    from harness.build.binaries import cache_root
+    from harness.common.paths import cache_root
 
     return sorted(p for p in (cache_root() / "kueue-git").glob("*/repo.git") if (p / "HEAD").is_file())
 

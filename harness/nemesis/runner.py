@@ -41,6 +41,7 @@ from typing import Any, Callable
 import pytest
 
 from harness.plan import actions
+from harness.nemesis import facts, kube
 from harness.plan import steps
 from harness.plan.actions import TICK_WORKLOAD as TICK_NAME  # the throwaway Workload a tick patches
 from harness.common.jsonl import JsonlTail
@@ -89,8 +90,8 @@ class Nemesis:
         self.on_workload = on_workload
         self.tick_namespace, self.say, self.poll = tick_namespace, say, poll
         self.namespace = namespace
-        self.rest = steps.KubeRest(api_client) if api_client is not None else None
-        self.facts = steps.FactObserver(self.rest, kueue_log, self._report_fact, namespace, say,
+        self.rest = kube.KubeRest(api_client) if api_client is not None else None
+        self.facts = facts.FactObserver(self.rest, kueue_log, self._report_fact, namespace, say,
                                         report_problem=self._report_fact_problem)
         self._cancel = threading.Event()  # set by stop(): wait steps still waiting give up
         self._stop = threading.Event()
@@ -197,7 +198,7 @@ class Nemesis:
             self.done.append({"event": "kueue_restart", "rule": rule, "kill": kill, "seconds": seconds})
         return seconds
 
-    def _rest(self) -> steps.KubeRest:
+    def _rest(self) -> kube.KubeRest:
         if self.rest is None:
             raise RuntimeError("no API client: this Nemesis cannot do plan steps")
         return self.rest

@@ -18,27 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from harness.plan.match import STAGES, TICK_WORKLOAD, WATCH_EVENT_TYPES, RuleError  # noqa: F401 - used here and re-exported
+
 if TYPE_CHECKING:  # pragma: no cover - types only
     from harness.plan.rules import Rule
     from harness.kueue.api import WatchEvent
-
-STAGES = ("request", "response")
-#: Watch event types a watch action's `match.event_type` may name (BOOKMARK events are never acted on).
-WATCH_EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
-#: The throwaway Workload harness/nemesis/runner.py touches so that a delayed watch line can go out on time;
-#: watch rules never act on its events (a rule delaying it would keep the ticks going).
-TICK_WORKLOAD = "kueue-harness-tick"
-
-
-class RuleError(ValueError):
-    """A rule or match has an unknown key or a bad value; the message names the rule and the key
-    ("rule a: delay must be >= 0"), which the plan loader turns into `file:line:` (harness/plan/load.py).
-    `key`: the rule key the message is about, when one is (the loader points at its line)."""
-
-    def __init__(self, message: str, key: str | None = None) -> None:
-        super().__init__(message)
-        self.key = key
-
 
 class FlowAct(Protocol):
     """What the proxy gives a flow action's `apply` (harness/proxy/addons/inject.py implements it)."""
@@ -501,7 +485,7 @@ class Wait(_StepAction):
     one_line = "plan step: wait for a Kueue log line or an object's condition, deletion or field value"
 
     def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
-        from harness.plan.rules import Trigger
+        from harness.plan.triggers import Trigger
 
         w = d.get("wait")
         if w is not None:
@@ -529,7 +513,7 @@ class Wait(_StepAction):
                             "start the wait counts from", key="since")
 
     def describe(self, rule: Mapping[str, Any]) -> str:
-        from harness.plan.rules import Trigger
+        from harness.plan.triggers import Trigger
 
         w = self.spec(rule, "wait") or {}
         try:

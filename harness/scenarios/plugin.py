@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from harness.kueue import log as kueue_log
-from harness.kueue import versions
+from harness.kueue import bugs, versions
 from harness.common.errors import HarnessError
 from harness.checkers import REGISTRY, Selection, bounds, compose, selection_with_defaults
 from harness.history.record import History
@@ -46,7 +46,7 @@ PROVIDED_ENV: Any = None
 
 _VERDICTS_KEY = pytest.StashKey[dict]()
 _SPEC_KEY = pytest.StashKey[Any]()
-#: Per case: (status, reason) of its kueue_bug on the Kueue that actually runs (versions.Expectation).
+#: Per case: (status, reason) of its kueue_bug on the Kueue that actually runs (bugs.Expectation).
 _EXPECT_KEY = pytest.StashKey[Any]()
 
 
@@ -147,17 +147,17 @@ def _bug_key(item: pytest.Item) -> str | None:
     return str(m.args[0]) if m is not None and m.args else None
 
 
-def _bug(item: pytest.Item) -> "versions.KnownBug | None":
+def _bug(item: pytest.Item) -> "bugs.KnownBug | None":
     m = item.get_closest_marker("kueue_bug")
     if m is None:
         return None
     from harness.kueue import bugs
 
     key = m.args[0] if m.args else ""
-    found = versions.KNOWN_BUGS.get(key) or bugs.load([Path(str(item.path)).parent]).get(key)
+    found = bugs.KNOWN_BUGS.get(key) or bugs.load([Path(str(item.path)).parent]).get(key)
     if found is None:
         raise pytest.UsageError(f"{item.nodeid}: kueue_bug({key!r}) names no bug of a bug.yaml next to the case "
-                                f"or under cases/ (known: {', '.join(versions.KNOWN_BUGS)})")
+                                f"or under cases/ (known: {', '.join(bugs.KNOWN_BUGS)})")
     return found
 
 

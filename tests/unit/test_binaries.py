@@ -15,6 +15,8 @@ import pytest
 
 from harness.kueue import versions
 from harness.build import binaries
+from harness.build import go as go_build
+from harness.build import kueue as kueue_build
 from harness.common.errors import HarnessError, UnservedVersion
 
 OVERRIDE_VARS = (
@@ -41,8 +43,9 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def no_go(*a, **kw):
         raise AssertionError("unit tests must not run Go")
 
-    monkeypatch.setattr(binaries, "_run_go", no_go)
-    monkeypatch.setattr(binaries, "_module_dir", no_go)
+    for mod in (go_build, binaries, kueue_build):
+        monkeypatch.setattr(mod, "_run_go", no_go, raising=False)
+        monkeypatch.setattr(mod, "_module_dir", no_go)
     return cache
 
 
@@ -162,7 +165,7 @@ def test_etcd_target() -> None:
 
 
 def test_tools_go() -> None:
-    src = binaries._tools_go(("a.example/x", "b.example/y"))
+    src = go_build._tools_go(("a.example/x", "b.example/y"))
     assert src.startswith("//go:build tools\n\npackage tools\n")
     assert '\t_ "a.example/x"\n' in src and '\t_ "b.example/y"\n' in src
 

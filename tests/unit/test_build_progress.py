@@ -16,6 +16,7 @@ import pytest
 from harness.cli import commands as cli
 from harness.kueue import versions
 from harness.build import binaries
+from harness.build import go as go_build
 from harness.build import kueue as kueue_build
 from harness.common.procs import is_alive
 from harness.common.waiting import wait_for
@@ -31,29 +32,29 @@ def _script(path: Path, body: str) -> Path:
 # ---- progress lines ----------------------------------------------------------------------------------
 
 def test_progress_line_with_a_total_gives_the_share_and_the_time_left() -> None:
-    line = binaries.progress_line("building kube-apiserver v1.35.4", 500, 2000, 100.0)
+    line = go_build.progress_line("building kube-apiserver v1.35.4", 500, 2000, 100.0)
     assert line == ("building kube-apiserver v1.35.4: 500/2000 packages (25%), 1 min 40 s elapsed, "
                     "about 5 min 00 s left (then linking)")
 
 
 def test_progress_line_without_a_usable_total() -> None:
-    assert binaries.progress_line("b", 7, None, 20.0) == "b: 7 packages compiled, 20s elapsed"
+    assert go_build.progress_line("b", 7, None, 20.0) == "b: 7 packages compiled, 20s elapsed"
     # More compiled than estimated (the estimate missed some): no share, no time left.
-    assert binaries.progress_line("b", 30, 20, 20.0) == "b: 30 packages compiled, 20s elapsed"
+    assert go_build.progress_line("b", 30, 20, 20.0) == "b: 30 packages compiled, 20s elapsed"
     # Too few packages in to extrapolate from.
-    assert binaries.progress_line("b", 3, 100, 20.0) == "b: 3/100 packages (3%), 20s elapsed"
+    assert go_build.progress_line("b", 3, 100, 20.0) == "b: 3/100 packages (3%), 20s elapsed"
 
 
 def test_package_lines_are_counted_not_downloads_or_compiler_messages() -> None:
     lines = ["go: downloading k8s.io/api v0.35.4\n", "k8s.io/api/core/v1\n", "# k8s.io/x\n",
              "./x.go:1:2: something failed here\n", "sigs.k8s.io/kueue/cmd/kueue\n", "\n"]
-    assert binaries._packages(lines) == 2
+    assert go_build._packages(lines) == 2
 
 
 def test_stale_packages_asks_go_list_with_the_build_flags(tmp_path: Path) -> None:
     args = tmp_path / "args"
     go = _script(tmp_path / "go", f'echo "$@" > {args}\nprintf "a\\nb\\n\\nc\\n"')
-    n = binaries._stale_packages([str(go), "build", "-v", "-trimpath", "-mod=mod", "-ldflags", "-X a=b", "-o",
+    n = go_build._stale_packages([str(go), "build", "-v", "-trimpath", "-mod=mod", "-ldflags", "-X a=b", "-o",
                                   str(tmp_path / "out"), "./cmd/kueue"], tmp_path)
     assert n == 3
     assert args.read_text().split() == ["list", "-deps", "-f", "{{if", ".Stale}}{{.ImportPath}}{{end}}", "-trimpath",
@@ -61,8 +62,8 @@ def test_stale_packages_asks_go_list_with_the_build_flags(tmp_path: Path) -> Non
 
 
 def test_stale_packages_is_none_when_it_cannot_be_told(tmp_path: Path) -> None:
-    assert binaries._stale_packages([str(_script(tmp_path / "go", "exit 1")), "build", "x"], tmp_path) is None
-    assert binaries._stale_packages(["go", "mod", "tidy"], tmp_path) is None
+    assert go_build._stale_packages([str(_script(tmp_path / "go", "exit 1")), "build", "x"], tmp_path) is None
+    assert go_build._stale_packages(["go", "mod", "tidy"], tmp_path) is None
 
 
 def test_run_go_reports_progress_against_the_total(tmp_path: Path) -> None:
@@ -79,7 +80,7 @@ esac""")
         if "2/4 packages (50%)" in line:
             gate.touch()
 
-    binaries._run_go([str(go), "build", "-v", "-o", str(tmp_path / "out"), "."], tmp_path, io.StringIO(), "building x",
+    go_build._run_go([str(go), "build", "-v", "-o", str(tmp_path / "out"), "."], tmp_path, io.StringIO(), "building x",
                      progress, interval=0.05)
     assert lines[0] == "building x: 4 packages to compile"
     assert any(line.startswith("building x: 2/4 packages (50%), ") for line in lines), lines
@@ -95,7 +96,7 @@ def test_an_interrupted_build_kills_go(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        binaries._run_go([str(go), "build", "-v", "."], tmp_path, Log(), "building x", lambda s: None, interval=60)
+        go_build._run_go([str(go), "build", "-v", "."], tmp_path, Log(), "building x", lambda s: None, interval=60)
     pid = int(pidfile.read_text())
     try:
         wait_for(lambda: not is_alive(pid, None), timeout=5, what="the interrupted go to be killed")
@@ -109,7 +110,7 @@ def test_patch_versions_of_one_target_build_into_different_temp_files(tmp_path: 
     """kueue-v0.16.6 and kueue-v0.16.9 used to share kueue-v0.16.tmp (Path.with_suffix), and their builds
     hold different locks, so two at once could write one file."""
     monkeypatch.setenv("KUEUE_HARNESS_CACHE", str(tmp_path))
-    monkeypatch.setattr(binaries, "go_binary", lambda: "go")
+    monkeypatch.setattr(go_build, "go_binary", lambda: "go")
     outs: list[str] = []
 
     def fake_run_go(cmd, cwd, log, what, progress, interval=20.0):
@@ -118,7 +119,7 @@ def test_patch_versions_of_one_target_build_into_different_temp_files(tmp_path: 
             outs.append(out)
             Path(out).write_text("binary")
 
-    monkeypatch.setattr(binaries, "_run_go", fake_run_go)
+    monkeypatch.setattr(go_build, "_run_go", fake_run_go)
     for v in ("v0.16.6", "v0.16.9"):
         binaries.build(binaries._kueue_target(v), progress=lambda s: None)
     assert len(set(outs)) == 2, outs
@@ -147,8 +148,8 @@ def given_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def no_go() -> str:
         raise AssertionError("go_binary() was called although every binary is given")
 
-    monkeypatch.setattr(binaries, "go_binary", no_go)
-    monkeypatch.setattr(kueue_build, "go_binary", no_go)
+    for mod in (go_build, binaries, kueue_build):
+        monkeypatch.setattr(mod, "go_binary", no_go)
     return tmp_path
 
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from harness.cli import commands as cli
+from harness.nemesis import facts, kube
 from harness.plan import steps
 from harness.proxy.addons.state import ProxyState
 from harness.plan.rules import Trigger
@@ -25,7 +26,7 @@ HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\n"
 
 @pytest.fixture(autouse=True)
 def _plain_watch_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(steps, "watch_events", lambda resp: resp)  # FakeWatchRest yields (type, object) pairs
+    monkeypatch.setattr(facts, "watch_events", lambda resp: resp)  # FakeWatchRest yields (type, object) pairs
 
 
 def wl(name: str, rv: str, **conds: str) -> dict:
@@ -38,8 +39,8 @@ def job(suspend: bool, rv: str) -> dict:
             "status": {"conditions": [{"type": "Suspended", "status": str(suspend), "reason": "JobSuspended"}]}}
 
 
-def observer(rest, problems: list | None = None) -> steps.FactObserver:
-    return steps.FactObserver(rest, None, lambda k, d: None, NS,
+def observer(rest, problems: list | None = None) -> facts.FactObserver:
+    return facts.FactObserver(rest, None, lambda k, d: None, NS,
                               report_problem=(lambda k, p: problems.append((k, p))) if problems is not None else None)
 
 
@@ -70,7 +71,7 @@ def test_kube_rest_lists_and_watches_a_glob_by_kind_and_a_name_by_field_selector
     path = "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/workloads"
     items = [{"metadata": {"name": n}} for n in ("job-a-1a2b3", "job-b-9f8e7")]
     api = FakeApi({("GET", path): (200, {"metadata": {"resourceVersion": "41"}, "items": items})})
-    rest = steps.KubeRest(api)
+    rest = kube.KubeRest(api)
     objs, rv = rest.list_objects({"object": "Workload/job-a-*", "namespace": NS}, NS)
     assert (len(objs), rv) == (2, "41") and api.calls[-1][1] == path  # every Workload; the observer picks
     rest.list_objects({"object": "Workload/w1", "namespace": NS}, NS)
@@ -176,7 +177,7 @@ def test_a_field_wait_that_times_out_says_the_field_value_it_last_saw() -> None:
             obs.wait(key, 0.3, threading.Event())
     finally:
         obs.stop()
-    assert steps._state_line({"field": "$.status.admission"}, job(True, "7")) == "$.status.admission not set at rv 7"
+    assert facts._state_line({"field": "$.status.admission"}, job(True, "7")) == "$.status.admission not set at rv 7"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from harness.cli import commands as cli
 from harness.scenarios import plugin as pytest_plugin
-from harness.kueue import versions
+from harness.kueue import bugs, versions
 
 
 def _summary(*cases: dict) -> dict:
@@ -22,7 +22,7 @@ def _summary(*cases: dict) -> dict:
 
 
 def test_title_names_only_the_bugs_of_the_cases_that_ran() -> None:
-    assert len(versions.KNOWN_BUGS) > 1  # else the test could not tell "all" from "those that ran"
+    assert len(bugs.KNOWN_BUGS) > 1  # else the test could not tell "all" from "those that ran"
     one = _summary({"name": "test_sticky", "kueue_bug": "kubernetes-sigs/kueue#14863"},
                    {"name": "test_sticky_control"})
     assert cli.verdict_table_title(one) == "Scenarios (kubernetes-sigs/kueue#14863)"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from harness.kueue import log as kueue_log
+from harness.nemesis import facts, kube
 from harness.plan import steps
 from harness.plan.rules import Trigger
 from harness.nemesis.runner import Nemesis
@@ -161,7 +162,7 @@ def test_kube_rest_creates_patches_deletes_by_kind() -> None:
                    ("GET", "/apis/example.io/v1"): (200, {"resources": [{"name": "widgets", "kind": "Widget",
                                                                          "namespaced": False}]}),
                    ("POST", "/apis/example.io/v1/widgets"): (201, {"kind": "Widget", "metadata": {"name": "x"}})})
-    rest = steps.KubeRest(api)
+    rest = kube.KubeRest(api)
     rest.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"}}, NS)
     assert api.calls[-1][:3] == ("POST", wl, "application/json")
     assert api.calls[-1][3]["metadata"]["namespace"] == NS
@@ -196,7 +197,7 @@ def test_log_facts_count_from_when_their_plan_loaded(tmp_path: Path) -> None:
     log = tmp_path / "kueue.log"
     log.write_text("")
     seen: list[tuple[str, dict]] = []
-    obs = steps.FactObserver(None, log, lambda k, d: seen.append((k, d)))
+    obs = facts.FactObserver(None, log, lambda k, d: seen.append((k, d)))
     t0 = time.time()
     log_line(log, t0 - 5, "Workload create event", workload={"name": "w2", "namespace": NS})  # before the plan
     key = obs.register({"log": f"create event .*workload={NS}/w2"}, since=t0, owner="r")
@@ -219,7 +220,7 @@ def test_log_facts_count_from_when_their_plan_loaded(tmp_path: Path) -> None:
 def test_wait_times_out_saying_what_was_seen_and_gives_up_when_cancelled(tmp_path: Path) -> None:
     log = tmp_path / "kueue.log"
     log.write_text("")
-    obs = steps.FactObserver(None, log, lambda k, d: None)
+    obs = facts.FactObserver(None, log, lambda k, d: None)
     key = obs.register({"log": "never"}, since=time.time(), owner="r")
     log_line(log, time.time(), "something else")
     obs.poll()
@@ -258,7 +259,7 @@ def wl(conds: dict[str, str], rv: str = "11") -> dict:
 @pytest.fixture(autouse=True)
 def _plain_watch_events(monkeypatch: pytest.MonkeyPatch) -> None:
     # FakeWatchRest yields (type, object) pairs already.
-    monkeypatch.setattr(steps, "watch_events", lambda resp: resp)
+    monkeypatch.setattr(facts, "watch_events", lambda resp: resp)
 
 
 def test_object_facts_condition_field_and_deletion() -> None:
@@ -266,7 +267,7 @@ def test_object_facts_condition_field_and_deletion() -> None:
     rest = FakeWatchRest(None, [[("ADDED", wl({"QuotaReserved": "False"}, "11")),
                                  ("MODIFIED", wl({"QuotaReserved": "True"}, "12")),
                                  ("DELETED", wl({"QuotaReserved": "True"}, "13"))]])
-    obs = steps.FactObserver(rest, None, lambda k, d: seen.__setitem__(k, d), NS)
+    obs = facts.FactObserver(rest, None, lambda k, d: seen.__setitem__(k, d), NS)
     reserved = obs.register({"object": "Workload/w1", "namespace": NS, "condition": "QuotaReserved"}, time.time(), "a")
     try:
         detail = obs.wait(reserved, 5, threading.Event())
@@ -276,7 +277,7 @@ def test_object_facts_condition_field_and_deletion() -> None:
     assert seen[reserved] == detail
 
     rest = FakeWatchRest(wl({}), [[("MODIFIED", wl({}, "14")), ("DELETED", wl({}, "15"))]])
-    obs = steps.FactObserver(rest, None, lambda k, d: None, NS)
+    obs = facts.FactObserver(rest, None, lambda k, d: None, NS)
     gone = obs.register({"object": "Workload/w1", "deleted": True}, time.time(), "b")
     field = obs.register({"object": "Workload/w1", "field": "$.metadata.resourceVersion", "equals": "14"},
                          time.time(), "b")
@@ -288,7 +289,7 @@ def test_object_facts_condition_field_and_deletion() -> None:
 
 
 def test_an_object_that_never_existed_is_not_deleted() -> None:
-    obs = steps.FactObserver(FakeWatchRest(None, []), None, lambda k, d: None, NS)
+    obs = facts.FactObserver(FakeWatchRest(None, []), None, lambda k, d: None, NS)
     gone = obs.register({"object": "Workload/w1", "deleted": True}, time.time(), "b")
     try:
         with pytest.raises(TimeoutError, match="last observed: absent"):
@@ -401,7 +402,7 @@ def test_patch_and_delete_find_an_object_by_glob() -> None:
     api = FakeApi({("GET", wl): (200, {"items": items}),
                    ("PATCH", wl + "/job-b-1a2b3"): (200, {"kind": "Workload", "metadata": {"name": "job-b-1a2b3"}}),
                    ("DELETE", wl + "/job-v-00000"): (200, {})})
-    rest = steps.KubeRest(api)
+    rest = kube.KubeRest(api)
     assert rest.patch({"object": "Workload/job-b-*", "merge": {"spec": {"active": False}}}, NS)["metadata"]["name"] \
         == "job-b-1a2b3"
     assert api.calls[-1][:2] == ("PATCH", wl + "/job-b-1a2b3")

@@ -6,7 +6,8 @@ import pytest
 
 from harness.kueue import versions
 from harness.common.errors import HarnessError, UnservedVersion
-from harness.kueue.versions import KNOWN_BUGS, KnownBug
+from harness.kueue import bugs
+from harness.kueue.bugs import KNOWN_BUGS, KnownBug
 
 BUG_11480 = KNOWN_BUGS["kubernetes-sigs/kueue#11480"]
 BUG_11480_OVERSUB = KNOWN_BUGS["kubernetes-sigs/kueue#11480-oversubscription"]
@@ -138,7 +139,7 @@ def test_kubernetes_staging_version_matches_kubernetes_version() -> None:
 
 
 def test_a_build_with_a_fix_patch_is_fixed_and_other_patches_keep_the_base() -> None:
-    bug = versions.KnownBug(issue="x#1", affected=(">=0.16.0",), summary="s", fix_patches={"backport.patch": "ab" * 32})
+    bug = bugs.KnownBug(issue="x#1", affected=(">=0.16.0",), summary="s", fix_patches={"backport.patch": "ab" * 32})
     fixed = versions.BuildIdentity("v0.17.0+patch.12345678", "c0ffee00", "v0.17.0", None, ("ab" * 32,))
     exp = bug.expectation(fixed)
     assert exp.status == "fixed" and "backport.patch" in exp.reason
@@ -150,7 +151,7 @@ def test_a_build_with_a_fix_patch_is_fixed_and_other_patches_keep_the_base() -> 
 
 
 def test_a_broken_bug_yaml_fails_only_what_reads_the_bugs(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    """KNOWN_BUGS is read on first use: importing harness.kueue.versions (every CLI command) never reads bug.yaml."""
+    """KNOWN_BUGS is read on first use: importing harness.kueue.bugs (every CLI command) never reads bug.yaml."""
     from harness.kueue import bugs
     from harness.common.errors import HarnessError
 
@@ -158,9 +159,9 @@ def test_a_broken_bug_yaml_fails_only_what_reads_the_bugs(monkeypatch: pytest.Mo
     bad.write_text("bugs: [\n")
     with pytest.raises(HarnessError, match=rf"{bad}: not valid YAML .*{bad}"):
         bugs.parse(bad.read_text(), str(bad))
-    monkeypatch.delitem(versions.__dict__, "KNOWN_BUGS")
+    monkeypatch.delitem(bugs.__dict__, "KNOWN_BUGS", raising=False)
     monkeypatch.setattr(bugs, "load", lambda: bugs.parse(bad.read_text(), str(bad)))
     with pytest.raises(HarnessError, match="not valid YAML"):
-        versions.KNOWN_BUGS  # noqa: B018
+        bugs.KNOWN_BUGS  # noqa: B018
     monkeypatch.setattr(bugs, "load", lambda: {})
-    assert versions.KNOWN_BUGS == {}
+    assert bugs.KNOWN_BUGS == {}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import steps
+from harness.nemesis import facts
 from harness.nemesis.runner import Nemesis
 from harness.plan.load import PlanError, parse_plan
 from harness.common.waiting import wait_for
@@ -60,7 +60,7 @@ def test_a_private_fact_is_keyed_apart_and_not_reported(tmp_path: Path) -> None:
     log = tmp_path / "kueue.log"
     log.write_text("")
     told: list[str] = []
-    obs = steps.FactObserver(None, log, lambda k, d: told.append(k))
+    obs = facts.FactObserver(None, log, lambda k, d: told.append(k))
     t0 = time.time()
     log_line(log, t0 - 1, "Reconcile ClusterQueue", name="cq")
     shared = obs.register({"log": "Reconcile ClusterQueue"}, since=t0 - 2, owner="r")

@@ -1,0 +1,273 @@
+"""When a hold ends or a step (or process fault) starts: `Trigger` (another rule's flow held, released or
+answered; Kueue's watch delivered an object; a step done; a Kueue log line; an object's condition,
+deletion or field), `Release` (the triggers, then release or fail; a timeout), and `trigger_satisfied`,
+the one evaluator the proxy uses after every event (over `FlowRecord`s). Pure logic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from harness.plan.match import RuleError, _check_keys, _jsonpath, check_regex, fact_value
+
+#: States of a rule's flow a trigger can wait for: "held" (for a response hold: kube-apiserver has
+#: answered), "released" (the proxy let it go), "answered" (the answer was delivered to Kueue).
+TRIGGER_STATES = ("held", "released", "answered")
+
+
+#: Trigger kinds: one of these keys names what a trigger waits for (docs/fault-plans.md, Triggers).
+TRIGGER_KINDS = ("rule", "delivered", "step", "log", "object")
+#: Condition statuses an `{object: …, condition: T, status: S}` trigger may wait for.
+CONDITION_STATUSES = ("True", "False", "Unknown")
+#: "Kind/name" or "Kind.group/name" (Workload/w1, ClusterQueue/${namespace}-cq, Job.batch/j1); the name may be
+#: an fnmatch glob (Workload/job-a-*: harness/plan/steps.py FactObserver, "exactly one object when it matters").
+_OBJECT_REF = re.compile(r"[A-Z][A-Za-z0-9]*(\.[a-z0-9][a-z0-9.-]*)?/[a-z0-9$*?\[][a-z0-9.${}*?\[\]!-]*")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """One condition for ending a hold or starting a step (or a process fault). Exactly one kind:
+
+    `rule` + `state`: a flow caught by rule `rule` reached `state` (TRIGGER_STATES), with HTTP `status`
+    if given (for "held" at the response stage and "answered");
+    `delivered`: Kueue's Workload watch delivered the object of rule `delivered`'s answered flow at a
+    resourceVersion >= the one in that answer (the proxy sees the watch stream);
+    `step`: plan step `step` finished successfully (its `signal_done` with ok);
+    `log`: a line of Kueue's log matched this regex since the plan was loaded (`kueue_log.normalized`
+    says what text it is searched in);
+    `object` ("Kind/name", in `namespace` or the plan's): since the plan was loaded the object was
+    `deleted` (a deletion seen, not mere absence), or had condition `condition` with `status` ("True" by
+    default), or had a value at JSONPath `field` (equal to `equals` when given, compared by `fact_value`).
+
+    `log` and `object` triggers are *facts*: the proxy cannot see them, so the harness side
+    (harness/nemesis/runner.py) observes them and reports each to the proxy (`POST /facts`, keyed by `fact_key`).
+    """
+
+    rule: str | None = None
+    state: str = "answered"
+    status: int | str | None = None
+    delivered: str | None = None
+    step: str | None = None
+    log: str | None = None
+    object: str | None = None
+    namespace: str | None = None
+    deleted: bool | None = None
+    condition: str | None = None
+    field: str | None = None
+    equals: Any = None
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> "Trigger":
+        """Build from a plan's trigger mapping; `where` prefixes errors ("rule a: release.after[0]").
+        Raises RuleError naming what to change."""
+        if not isinstance(d, dict):
+            raise RuleError(f"{where}: expected an object like {{rule: X, state: answered}}, {{delivered: X}}, "
+                            "{step: X}, {log: REGEX} or {object: Kind/name, condition: Type}")
+        _check_keys(d, set(cls.__dataclass_fields__), where)
+        kinds = [k for k in TRIGGER_KINDS if d.get(k) not in (None, "")]
+        if len(kinds) != 1:
+            raise RuleError(f"{where}: give exactly one of `rule` (with `state`), `delivered`, `step`, `log` or "
+                            f"`object`{' (got ' + ', '.join(kinds) + ')' if kinds else ''}")
+        kind = kinds[0]
+        if not isinstance(d[kind], str):
+            raise RuleError(f"{where}: `{kind}` must be a string")
+        extra = {"rule": {"state", "status"}, "delivered": set(), "step": set(), "log": set(),
+                 "object": {"namespace", "deleted", "condition", "status", "field", "equals"}}[kind]
+        # `state: answered` is the dataclass default and comes back from Rule.to_dict: not an extra key.
+        given = {k for k, v in d.items() if v is not None and k != kind and not (k == "state" and v == "answered")}
+        if given - extra:
+            bad = sorted(given - extra)
+            if kind == "delivered":
+                raise RuleError(f"{where}: `delivered` takes no `state` or `status` (it waits for an answered 200)")
+            raise RuleError(f"{where}: `{kind}` takes no {', '.join(f'`{k}`' for k in bad)}"
+                            + (f" (it takes {', '.join(f'`{k}`' for k in sorted(extra))})" if extra else ""))
+        d = dict(d)
+        if kind == "rule":
+            t = cls(**d)
+            if t.state not in TRIGGER_STATES:
+                raise RuleError(f"{where}: state {t.state!r} is not one of {', '.join(TRIGGER_STATES)}")
+            if t.status is not None and (isinstance(t.status, bool) or not isinstance(t.status, int)):
+                raise RuleError(f"{where}: status must be an HTTP status code")
+            return t
+        if kind == "log":
+            check_regex(d["log"], f"{where}: log")
+        if kind == "object":
+            if not _OBJECT_REF.fullmatch(d["object"]):
+                raise RuleError(f"{where}: object {d['object']!r} is not Kind/name (e.g. Workload/w1, "
+                                "ClusterQueue/${namespace}-cq, Workload/job-a-* for Job a's Workload)")
+            name = d["object"].split("/", 1)[1]
+            if name.count("[") != name.count("]"):
+                raise RuleError(f"{where}: object {d['object']!r}: glob {name!r} has an unbalanced '['")
+            if d.get("namespace") is not None and not isinstance(d["namespace"], str):
+                raise RuleError(f"{where}: namespace must be a string")
+            what = [k for k in ("deleted", "condition", "field") if d.get(k) is not None]
+            if len(what) != 1:
+                raise RuleError(f"{where}: object takes exactly one of `deleted: true`, `condition` (with `status`) "
+                                "or `field` (with `equals`)")
+            if d.get("deleted") is not None and d["deleted"] is not True:
+                raise RuleError(f"{where}: deleted must be true (it waits for the object's deletion)")
+            if d.get("status") is not None and what != ["condition"]:
+                raise RuleError(f"{where}: status goes with `condition` only")
+            if d.get("equals") is not None and what != ["field"]:
+                raise RuleError(f"{where}: equals goes with `field` only")
+            if what == ["condition"]:
+                if not isinstance(d["condition"], str):
+                    raise RuleError(f"{where}: condition must be a condition type (a string, e.g. QuotaReserved)")
+                st = d.get("status", "True")
+                st = {True: "True", False: "False"}.get(st, st) if isinstance(st, bool) else st
+                if st not in CONDITION_STATUSES:
+                    raise RuleError(f"{where}: status {st!r} is not one of {', '.join(CONDITION_STATUSES)}")
+                d["status"] = st
+            if what == ["field"]:
+                if not isinstance(d["field"], str):
+                    raise RuleError(f"{where}: field must be a JSONPath (e.g. $.spec.active)")
+                try:
+                    _jsonpath(d["field"])
+                except RuleError as e:
+                    raise RuleError(f"{where}: field: {str(e).split(': ', 1)[1]}") from None
+                if isinstance(d.get("equals"), (dict, list)):
+                    raise RuleError(f"{where}: equals must be a scalar (string, number, true/false, null)")
+        return cls(**d)
+
+    @property
+    def kind(self) -> str:
+        """Which kind of trigger this is: one of TRIGGER_KINDS."""
+        return next(k for k in TRIGGER_KINDS if getattr(self, k))
+
+    @property
+    def ref(self) -> str:
+        """The rule (or step) id this trigger names; "" for a fact (log, object)."""
+        return self.rule or self.delivered or self.step or ""
+
+    @property
+    def is_fact(self) -> bool:
+        """Whether the harness side must observe it (a log line, an object's state)."""
+        return bool(self.log or self.object)
+
+    def fact_key(self) -> str:
+        """The fact's identity between the proxy and the harness (canonical JSON of its keys)."""
+        keys = ("log",) if self.log else ("object", "namespace", "deleted", "condition", "status", "field", "equals")
+        return json.dumps({k: getattr(self, k) for k in keys if getattr(self, k) is not None}, sort_keys=True)
+
+    def describe(self) -> str:
+        """The words of a `why` ("triggers: …") and of report.md: "eviction-job1 held", "step w1 done",
+        "Kueue logged /Preempted/", "Workload/w1 QuotaReserved=True", "Workload/w1 deleted"."""
+        if self.rule:
+            return f"{self.rule} {self.state}"
+        if self.delivered:
+            return f"Kueue's watch delivered {self.delivered}'s object"
+        if self.step:
+            return f"step {self.step} done"
+        if self.log:
+            return f"Kueue logged /{self.log}/"
+        obj = self.object  # its namespace is the plan's unless the trigger names another: not repeated here
+        if self.deleted:
+            return f"{obj} deleted"
+        if self.condition:
+            return f"{obj} {self.condition}={self.status}"
+        return f"{obj} {self.field}" + (f" = {fact_value(self.equals)}" if self.equals is not None else " set")
+
+
+#: The Status message of a hold failed by its release.timeout (on_timeout: fail) unless the plan gives one.
+TIMEOUT_MESSAGE = "injected by kueue-harness (hold timed out)"
+#: … and of a hold failed by its triggers (then: fail).
+THEN_FAIL_MESSAGE = "injected by kueue-harness (plan: its release triggers held)"
+
+
+@dataclass(frozen=True)
+class Release:
+    """When a hold ends by itself: once every trigger in `after` holds (none: only by command or
+    timeout), then `then` ("release": the flow goes on; "fail": the proxy answers `status`/`reason`/
+    `message` instead), or after `timeout` seconds, then `on_timeout` ("release" or "fail" with `status`)."""
+
+    after: tuple[Trigger, ...] = ()
+    timeout: float | None = None
+    on_timeout: str = "release"
+    then: str = "release"
+    status: int = 500
+    reason: str = "InternalError"
+    message: str = TIMEOUT_MESSAGE
+
+    @classmethod
+    def from_dict(cls, d: Any, rule_id: str) -> "Release":
+        where = f"rule {rule_id}: release"
+        if not isinstance(d, dict):
+            raise RuleError(f"{where}: expected an object with `after`, `timeout`, `on_timeout`, `then`")
+        _check_keys(d, set(cls.__dataclass_fields__), where)
+        d = dict(d)
+        after = d.get("after") or []
+        if not isinstance(after, list):
+            raise RuleError(f"{where}.after: expected a list of triggers")
+        d["after"] = tuple(Trigger.from_dict(t, f"{where}.after[{i}]") for i, t in enumerate(after))
+        r = cls(**d)
+        if r.timeout is not None and (isinstance(r.timeout, bool) or not isinstance(r.timeout, (int, float))
+                                      or not math.isfinite(r.timeout) or r.timeout <= 0):
+            raise RuleError(f"{where}.timeout: expected seconds > 0")
+        if r.on_timeout not in ("release", "fail"):
+            raise RuleError(f"{where}.on_timeout: {r.on_timeout!r} is not release or fail")
+        if r.then not in ("release", "fail"):
+            raise RuleError(f"{where}.then: {r.then!r} is not release or fail")
+        if r.then == "fail" and not r.after:
+            raise RuleError(f"{where}.then: `then: fail` needs `after` triggers (it is what happens when they hold)")
+        if isinstance(r.status, bool) or not isinstance(r.status, int) or not 100 <= r.status <= 599:
+            raise RuleError(f"{where}.status: {r.status!r} is not an HTTP status")
+        return r
+
+    def fail_message(self, timed_out: bool) -> str:
+        """The Status message when the hold is failed by its timeout (`timed_out`) or by `then: fail`."""
+        if self.message == TIMEOUT_MESSAGE and not timed_out:
+            return THEN_FAIL_MESSAGE
+        return self.message
+
+
+@dataclass
+class FlowRecord:
+    """What a rule's flow has gone through, for triggers. `answered_rv`: resourceVersion in the answer."""
+
+    flow: int
+    namespace: str | None
+    name: str | None
+    held: bool = False
+    held_status: int | None = None
+    released: bool = False
+    answered_status: int | None = None
+    answered_rv: str | None = None
+    #: For a signal (process fault, step): whether the harness reported it done successfully.
+    ok: bool | None = None
+
+
+def trigger_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]], delivered_rv: dict[str, int],
+                      facts: Any = frozenset()) -> bool:
+    """Whether trigger `t` holds, given each rule's flows, the highest resourceVersion Kueue's watch
+    delivered per "namespace/name", and the keys of the facts the harness reported (`Trigger.fact_key`).
+    A trigger over a rule with several flows holds when any flow does; a step trigger when the step was
+    done with success."""
+    if t.is_fact:
+        return t.fact_key() in facts
+    if t.step:
+        return any(f.released and f.ok is True for f in flows.get(t.step, []))
+    if t.delivered:
+        for f in flows.get(t.delivered, []):
+            if f.answered_rv is None or f.answered_status != 200:
+                continue
+            got = delivered_rv.get(f"{f.namespace}/{f.name}")
+            try:
+                if got is not None and got >= int(f.answered_rv):
+                    return True
+            except ValueError:
+                continue
+        return False
+    for f in flows.get(t.rule or "", []):
+        if t.state == "held" and f.held and (t.status is None or f.held_status == t.status):
+            return True
+        if t.state == "released" and f.released:
+            return True
+        if t.state == "answered" and f.answered_status is not None and (
+            t.status is None or f.answered_status == t.status
+        ):
+            return True
+    return False
