@@ -41,7 +41,7 @@ from _common import ROOT, Profiler, categorize, load, print_profile, quiet_say, 
 from harness import objects as o  # noqa: E402
 from harness.env import pods as pods_part  # noqa: E402
 from harness.kueue import versions  # noqa: E402
-from harness.env import local  # noqa: E402
+from harness.env import control_plane  # noqa: E402
 from harness.env.local import LocalEnvironment  # noqa: E402
 from harness.common.waiting import wait_for  # noqa: E402
 
@@ -160,7 +160,7 @@ def one_start(version: str, artifacts: Path, with_proxy: bool, tag: str, pods: s
     }
 
 
-#: `--ab` variants: what each changes in this process (harness.env.local settings, environment variables).
+#: `--ab` variants: what each changes in this process (harness.env.control_plane settings, environment variables).
 AB_VARIANTS = {
     "apf-off": {"flags": ("--enable-priority-and-fairness=false",)},
     "groups-off": {"flags": ("--runtime-config=autoscaling/v1=false,autoscaling/v2=false,policy/v1=false,"
@@ -174,31 +174,31 @@ AB_VARIANTS = {
     "full-readyz": {"full_readyz": True},
     "no-template": {"env": {"KUEUE_HARNESS_ETCD_TEMPLATE": "0"}},
     "pods": {"pods": "start"},
-    "kcm-without-node-lifecycle": {"kcm_controllers": tuple(c for c in local.KCM_CONTROLLERS
+    "kcm-without-node-lifecycle": {"kcm_controllers": tuple(c for c in control_plane.KCM_CONTROLLERS
                                                             if c != "node-lifecycle-controller")},
 }
 
 
 def apply_variant(v: dict) -> dict:
     """Apply `v` (AB_VARIANTS entry); returns what to restore."""
-    saved = {"flags": local.APISERVER_EXTRA_FLAGS, "proxy_after_serving": local.PROXY_AFTER_SERVING,
-             "etcd_flags": local.ETCD_EXTRA_FLAGS, "kcm_controllers": local.KCM_CONTROLLERS,
-             "readyz": local._TEMPLATE_READYZ_EXCLUDES, "env": {k: os.environ.get(k) for k in v.get("env", {})}}
-    local.APISERVER_EXTRA_FLAGS = tuple(local.APISERVER_EXTRA_FLAGS) + tuple(v.get("flags", ()))
-    local.ETCD_EXTRA_FLAGS = tuple(local.ETCD_EXTRA_FLAGS) + tuple(v.get("etcd_flags", ()))
-    local.PROXY_AFTER_SERVING = v.get("proxy_after_serving", local.PROXY_AFTER_SERVING)
-    local.KCM_CONTROLLERS = v.get("kcm_controllers", local.KCM_CONTROLLERS)
+    saved = {"flags": control_plane.APISERVER_EXTRA_FLAGS, "proxy_after_serving": control_plane.PROXY_AFTER_SERVING,
+             "etcd_flags": control_plane.ETCD_EXTRA_FLAGS, "kcm_controllers": control_plane.KCM_CONTROLLERS,
+             "readyz": control_plane._TEMPLATE_READYZ_EXCLUDES, "env": {k: os.environ.get(k) for k in v.get("env", {})}}
+    control_plane.APISERVER_EXTRA_FLAGS = tuple(control_plane.APISERVER_EXTRA_FLAGS) + tuple(v.get("flags", ()))
+    control_plane.ETCD_EXTRA_FLAGS = tuple(control_plane.ETCD_EXTRA_FLAGS) + tuple(v.get("etcd_flags", ()))
+    control_plane.PROXY_AFTER_SERVING = v.get("proxy_after_serving", control_plane.PROXY_AFTER_SERVING)
+    control_plane.KCM_CONTROLLERS = v.get("kcm_controllers", control_plane.KCM_CONTROLLERS)
     if v.get("full_readyz"):
-        local._TEMPLATE_READYZ_EXCLUDES = ()
+        control_plane._TEMPLATE_READYZ_EXCLUDES = ()
     os.environ.update(v.get("env", {}))
     return saved
 
 
 def restore(saved: dict) -> None:
-    local.APISERVER_EXTRA_FLAGS, local.PROXY_AFTER_SERVING = saved["flags"], saved["proxy_after_serving"]
-    local.ETCD_EXTRA_FLAGS = saved["etcd_flags"]
-    local.KCM_CONTROLLERS = saved["kcm_controllers"]
-    local._TEMPLATE_READYZ_EXCLUDES = saved["readyz"]
+    control_plane.APISERVER_EXTRA_FLAGS, control_plane.PROXY_AFTER_SERVING = saved["flags"], saved["proxy_after_serving"]
+    control_plane.ETCD_EXTRA_FLAGS = saved["etcd_flags"]
+    control_plane.KCM_CONTROLLERS = saved["kcm_controllers"]
+    control_plane._TEMPLATE_READYZ_EXCLUDES = saved["readyz"]
     for k, val in saved["env"].items():
         if val is None:
             os.environ.pop(k, None)
@@ -266,9 +266,9 @@ def main() -> int:
     if a.no_template:
         os.environ["KUEUE_HARNESS_ETCD_TEMPLATE"] = "0"
     if a.full_readyz:
-        local._TEMPLATE_READYZ_EXCLUDES = ()
+        control_plane._TEMPLATE_READYZ_EXCLUDES = ()
     if a.apiserver_flag:
-        local.APISERVER_EXTRA_FLAGS = tuple(a.apiserver_flag)
+        control_plane.APISERVER_EXTRA_FLAGS = tuple(a.apiserver_flag)
     art = ROOT / "artifacts" / f"bench-ready-{time.strftime('%Y%m%d-%H%M%S')}"
     runs, cold = [], []
     i = 0
@@ -354,7 +354,7 @@ def profile_start(a, art: Path) -> dict:
         ("kube-controller-manager wait", ("_wait_controller_manager",)),
         ("PKI (key generation)", ("_pki",)),
     ], outermost=True)
-    # The helper threads (harness.env.local._in_helper): what they spent their time on.
+    # The helper threads (harness.env.control_plane._in_helper): what they spent their time on.
     helper_stacks = [(f, c) for f, c in stacks if any("_start_proxy" in x or "_when_healthy" in x for x in f)]
     helpers = categorize(helper_stacks, [
         ("proxy start (mitmdump up, control channel answers)", ("_start_proxy",)),

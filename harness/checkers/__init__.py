@@ -1,7 +1,10 @@
 """Checkers decide verdicts: each reads a case's history and final objects and returns findings
 (harness/checkers/base.py); `compose` runs a case's declared set, assumptions first. One file per checker:
 importing this package imports every module in it, and each registers its checkers (@register), so a new
-checker is a new file and nothing else.
+checker is a new file and nothing else. The models they judge with live in model/ (Kueue's quota tree,
+object lifecycles); monitor.py is the invariant monitor, the one part that watches during a run.
+
+May import: harness.common, harness.kueue, harness.objects, harness.history, harness.plan.
 """
 
 import importlib

@@ -1,6 +1,10 @@
-"""Where Kueue runs: `local` (harness/env/local.py, processes here), `kind` and `kubeconfig`
-(harness/env/incluster.py, kind.py: Kueue in a cluster, routed through the proxy). `start_target` picks
-the in-cluster one from pytest options; runs.py holds what every environment shares.
+"""Where Kueue runs: `local` (local.py: etcd, kube-apiserver, kube-controller-manager, the proxy and the Kueue
+manager as processes here; control_plane.py its settings and helpers, kueue_process.py the Kueue manager,
+etcd_template.py the start from a prepared etcd, pods.py kube-scheduler + kwok for Pods that run), `kind`
+and `kubeconfig` (incluster.py, kind.py: Kueue in a cluster, routed through the proxy). `start_target`
+picks the in-cluster one from pytest options; runs.py holds what every environment shares.
+
+May import: harness.common, harness.kueue, harness.build, harness.objects, harness.plan, harness.proxy.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ violation is minimised to a plan `pytest --plan FILE` and `kueue-harness up --pl
 Pure parts: model.py (perturbations as plans), trace.py (a run's abstract history), generate.py (the
 generator, pruning, ordering, shards), minimize.py (rule dropping). Running parts: plugin.py (pytest:
 `--plan`, the per-run epilogue, explore.json) and driver.py (the search loop, its table, `merge`).
+
+May import: every layer below it (harness.LAYERS) except harness.cli.
 """
 
 #: Per run, in its evidence folder: what the driver reads (plugin.py writes it).

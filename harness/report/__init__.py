@@ -9,8 +9,10 @@ events: docs/history.md.
 Modules: `bundle` (reading, archive extraction with limits, the history schema, the re-check), `diagram`
 (the sequence diagram and its validator), `markdown` (report.md), `race` (the writes that decided the
 verdict: bodies, field ownership, what a forced apply removed), `write` (cutting logs and flows, writing
-and packing a case's bundle), `offline` (`kueue-harness report`), `from_session` (`kueue-harness bundle`:
-a bundle from a running `up` session). Callers use this package: `from harness import report`.
+and packing a case's bundle), `offline` (`kueue-harness report`). The bundle of a running `up` session
+(`kueue-harness bundle`) is harness/cli/bundle.py. Callers use this package: `from harness import report`.
+
+May import: harness.common, harness.kueue, harness.objects, harness.history, harness.plan, harness.checkers.
 """
 
 from harness.history.names import Names  # noqa: F401 - part of the report API (short names in reports)

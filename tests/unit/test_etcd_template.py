@@ -193,17 +193,17 @@ def test_crds_served_falls_back_to_per_group_version_discovery(monkeypatch: pyte
 
 
 def test_apiserver_flags_take_the_pki_folder_and_extra_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.env import local
+    from harness.env import control_plane, local
 
     argv = local._apiserver_argv(Path("/bin/kas"), 2379, 6443, tmp_path, tmp_path / "ca.crt")
     assert argv[0] == "/bin/kas" and "--etcd-servers=http://127.0.0.1:2379" in argv and "--secure-port=6443" in argv
     assert f"--token-auth-file={tmp_path / 'tokens.csv'}" in argv
     assert f"--service-cluster-ip-range={local.SERVICE_CIDR}" in argv
-    monkeypatch.setattr(local, "APISERVER_EXTRA_FLAGS", ("--enable-priority-and-fairness=false", "--authorization-mode=AlwaysAllow"))
+    monkeypatch.setattr(control_plane, "APISERVER_EXTRA_FLAGS", ("--enable-priority-and-fairness=false", "--authorization-mode=AlwaysAllow"))
     argv = local._apiserver_argv(Path("/bin/kas"), 1, 2, tmp_path, tmp_path)
     assert argv[-2:] == ["--enable-priority-and-fairness=false", "--authorization-mode=AlwaysAllow"]
     assert "--authorization-mode=RBAC" not in argv  # an extra flag replaces, not appends to, the same flag
-    monkeypatch.setattr(local, "ETCD_EXTRA_FLAGS", ("--election-timeout=1000",))
+    monkeypatch.setattr(control_plane, "ETCD_EXTRA_FLAGS", ("--election-timeout=1000",))
     etcd = local._etcd_argv(Path("/bin/etcd"), tmp_path, 1, 2)
     assert etcd[-1] == "--election-timeout=1000" and "--election-timeout=100" not in etcd
 
