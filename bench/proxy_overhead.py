@@ -45,13 +45,23 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (ROOT, Profiler, categorize, load, print_profile, quiet_say, read_stacks, summary,  # noqa: E402
-                     top_frames, write_result)
+from _common import (  # noqa: E402
+    ROOT,
+    Profiler,
+    categorize,
+    load,
+    print_profile,
+    quiet_say,
+    read_stacks,
+    summary,
+    top_frames,
+    write_result,
+)
 
 from harness import objects as o  # noqa: E402
-from harness.kueue import versions  # noqa: E402
-from harness.env.local import LocalEnvironment  # noqa: E402
 from harness.common.waiting import wait_for  # noqa: E402
+from harness.env.local import LocalEnvironment  # noqa: E402
+from harness.kueue import versions  # noqa: E402
 
 WL_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads"
 

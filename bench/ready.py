@@ -39,11 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, Profiler, categorize, load, print_profile, quiet_say, read_stacks, top_frames, write_result  # noqa: E402
 
 from harness import objects as o  # noqa: E402
-from harness.env import pods as pods_part  # noqa: E402
-from harness.kueue import versions  # noqa: E402
-from harness.env import control_plane  # noqa: E402
-from harness.env.local import LocalEnvironment  # noqa: E402
 from harness.common.waiting import wait_for  # noqa: E402
+from harness.env import control_plane  # noqa: E402
+from harness.env import pods as pods_part  # noqa: E402
+from harness.env.local import LocalEnvironment  # noqa: E402
+from harness.kueue import versions  # noqa: E402
 
 #: What the harness does inside each profiled step: the outermost frame that matches wins.
 _PROBE = [("process spawn", ("Popen",)), ("probe: TLS handshake (a new connection per probe)", ("do_handshake",)),

@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import load, quiet_say, summary, write_result  # noqa: E402
 
-from harness.kueue import log as kueue_log  # noqa: E402
 from harness import objects as o  # noqa: E402
-from harness.env.local import LocalEnvironment  # noqa: E402
-from harness.plan.rules import Rule  # noqa: E402
-from harness.nemesis.runner import Nemesis  # noqa: E402
 from harness.common.waiting import wait_for  # noqa: E402
+from harness.env.local import LocalEnvironment  # noqa: E402
+from harness.kueue import log as kueue_log  # noqa: E402
+from harness.nemesis.runner import Nemesis  # noqa: E402
+from harness.plan.rules import Rule  # noqa: E402
 
 NS = "bench-delay"
 

@@ -11,8 +11,8 @@ import pytest
 
 from harness import objects as o
 from harness.checkers.bounds import PERSIST, SETTLE, STEP
-from harness.scenarios import both_jobs_unsuspended, preemption_queues, submit_job, wait_workload
 from harness.common.waiting import WaitTimeout, wait_for
+from harness.scenarios import both_jobs_unsuspended, preemption_queues, submit_job, wait_workload
 
 
 @pytest.mark.kueue_bug("kubernetes-sigs/kueue#11480-oversubscription")

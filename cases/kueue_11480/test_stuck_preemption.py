@@ -8,9 +8,9 @@ assumptions that the plan's holds ended by their triggers and the late admission
 
 import pytest
 
+from harness import objects as o
 from harness.checkers.bounds import STEP
 from harness.scenarios import preemption_queues, submit_job, wait_workload
-from harness import objects as o
 
 FORCED = ["admission-job1", "quota-release-job1", "eviction-job1"]
 

@@ -14,8 +14,17 @@ from typing import Any
 
 from harness.build import kueue as kueue_build
 from harness.build.go import (  # noqa: F401 - the build machinery, used through this module too
-    GoTarget, Progress, _default_progress, _module_dir, _run_go, _stale_packages, _tools_go, build, build_lock,
-    go_binary, progress_line,
+    GoTarget,
+    Progress,
+    _default_progress,
+    _module_dir,
+    _run_go,
+    _stale_packages,
+    _tools_go,
+    build,
+    build_lock,
+    go_binary,
+    progress_line,
 )
 from harness.build.kueue import _kueue_target  # noqa: F401
 from harness.common.errors import HarnessError

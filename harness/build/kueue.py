@@ -13,6 +13,7 @@ Keys: the tag ("v0.17.4"), "git-<sha12>" for a ref, "src-<hash12>" for a source 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -22,14 +23,15 @@ import subprocess
 import tarfile
 import tempfile
 import time
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.kueue import versions
-from harness.build.go import GoTarget, Progress, _default_progress, _module_dir, _run_go, build as build_module, build_lock as _lock, go_binary
-from harness.common.paths import cache_root
+from harness.build.go import GoTarget, Progress, _default_progress, _module_dir, _run_go, go_binary
+from harness.build.go import build as build_module
+from harness.build.go import build_lock as _lock
 from harness.common.errors import BuildError, HarnessError, UnservedVersion
+from harness.common.paths import cache_root
+from harness.kueue import versions
 
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 #: The parts of config/components a run needs (CRDs, webhooks) or a benchmark reads (manager config).

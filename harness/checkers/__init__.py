@@ -11,7 +11,13 @@ import importlib
 import pkgutil
 
 from harness.checkers.base import (  # noqa: F401 - the public interface
-    REGISTRY, Finding, Selection, Verdict, compose, register, run_safely,
+    REGISTRY,
+    Finding,
+    Selection,
+    Verdict,
+    compose,
+    register,
+    run_safely,
 )
 
 for _m in pkgutil.iter_modules(__path__):

@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from harness.checkers.base import (
-    Finding, History, Objects, case_end, events, register, restart_cut_flow_errors, rule_loads, within_case,
+    Finding,
+    History,
+    Objects,
+    case_end,
+    events,
+    register,
+    restart_cut_flow_errors,
+    rule_loads,
+    within_case,
 )
 from harness.history.names import Names
 

@@ -12,13 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from harness.checkers.model import quota as checks
-from harness.kueue import log as kueue_log
 from harness.checkers.base import (
-    Finding, History, Objects, cond_text, conditions_of, fault_lifts, observed_until, register, within_case,
+    Finding,
+    History,
+    Objects,
+    cond_text,
+    conditions_of,
+    fault_lifts,
+    observed_until,
+    register,
+    within_case,
 )
 from harness.checkers.bounds import LIVENESS_BOUND, STUCK_LINES
+from harness.checkers.model import quota as checks
 from harness.history.names import Names, case_t0, kobj_key
+from harness.kueue import log as kueue_log
 
 
 def _subjects(history: History, jobs: tuple[str, ...], names: Names,

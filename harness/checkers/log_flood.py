@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.kueue import log as kueue_log
 from harness.checkers.base import Finding, History, Objects, register, within_case
 from harness.checkers.bounds import FLOOD_LINES
 from harness.history.names import Names
+from harness.kueue import log as kueue_log
 
 
 @register

@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from harness.checkers.model import quota as checks
 from harness.checkers.model import lifecycle
+from harness.checkers.model import quota as checks
 
 #: How often (seconds) the monitor reads an object whose deletion is pending (`object_still_deleting`).
 STILL_DELETING_EVERY = 1.0

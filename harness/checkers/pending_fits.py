@@ -17,11 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from harness.checkers.model import quota as checks
 from harness.checkers.base import (
-    Finding, History, Objects, conditions_of, fault_lifts, observed_until, register, within_case,
+    Finding,
+    History,
+    Objects,
+    conditions_of,
+    fault_lifts,
+    observed_until,
+    register,
+    within_case,
 )
 from harness.checkers.bounds import LIVENESS_BOUND
+from harness.checkers.model import quota as checks
 from harness.history.names import Names
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.checkers.model import lifecycle
 from harness.checkers.base import Finding, History, Objects, register, within_case
+from harness.checkers.model import lifecycle
 from harness.history.names import Names, case_t0
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from harness.checkers.model import quota as checks
 from harness.checkers.base import Finding, History, Objects, events, register, within_case
+from harness.checkers.model import quota as checks
 from harness.history.names import Names, case_t0
 
 

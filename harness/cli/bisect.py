@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 from harness.build import kueue as kueue_build
 from harness.build.binaries import build_lock
-from harness.common.errors import HarnessError
 from harness.cli.matrix import CASES_DIR, run_cases, run_folder
+from harness.common.errors import HarnessError
 
 
 @dataclass

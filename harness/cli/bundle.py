@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.checkers import Selection, compose
 from harness.common import paths
+from harness.common.errors import HarnessError
+from harness.common.redact import run_secrets
+from harness.history.names import Names
+from harness.history.record import History
 from harness.kueue import log as kueue_log
 from harness.kueue import versions
-from harness.checkers import Selection, compose
-from harness.common.errors import HarnessError
-from harness.history.record import History
-from harness.history.names import Names
-from harness.common.redact import run_secrets
 from harness.report.bundle import BUNDLE_SCHEMA
 from harness.report.race import split_managed_fields
 from harness.report.write import _feature_gates, complete_bundle, dump_objects, harness_version
@@ -52,8 +52,8 @@ def session_kueue(rec: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -
     when the session's process record cannot be read (nothing to judge)."""
     import json as _json
 
-    from harness.plan import actions
     from harness.common.procs import is_alive
+    from harness.plan import actions
 
     try:
         procs = _json.loads((Path(rec["state"]) / "processes.json").read_text())["procs"]

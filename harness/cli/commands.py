@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.common import paths
-from harness.kueue import bugs, versions
 from harness.common.errors import HarnessError
+from harness.kueue import bugs, versions
 
 CASES_DIR = paths.CASES_DIR
 #: What `run` and `matrix` run: every scenario folder under cases/ (pytest finds the cases; adding a bug
@@ -408,8 +408,8 @@ def _cmd_wait(args: argparse.Namespace) -> int:
 
     from harness.cli import session
     from harness.common.errors import ProxyError
-    from harness.proxy.notices import unmatched_sentence
     from harness.common.waiting import WaitTimeout, wait_for
+    from harness.proxy.notices import unmatched_sentence
 
     if not (math.isfinite(args.timeout) and 0 < args.timeout <= WAIT_TIMEOUT_MAX):
         raise HarnessError(f"--timeout must be seconds above 0 (at most {WAIT_TIMEOUT_MAX:g}), got {args.timeout:g}")
@@ -548,8 +548,8 @@ def _cmd_plan_clear(args: argparse.Namespace) -> int:
 
 
 def _cmd_logs(args: argparse.Namespace) -> int:
-    from harness.kueue import log as kueue_log
     from harness.cli import session
+    from harness.kueue import log as kueue_log
 
     s = None if args.file else session.describe(args.name)
     # A session whose supervisor died still has its log: read it.

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.common.paths import CASES_DIR
 from harness.build.kueue import KueueSpec
 from harness.common.errors import HarnessError
+from harness.common.paths import CASES_DIR
 
 
 def parse_build(text: str, repo: str | None = None) -> KueueSpec:

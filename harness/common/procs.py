@@ -21,7 +21,6 @@ from typing import Callable
 
 from harness.common.waiting import WaitTimeout, wait_for
 
-
 _PR_SET_PDEATHSIG = 1
 
 

@@ -45,10 +45,10 @@ from typing import Any, Callable
 import yaml
 
 from harness.common.errors import EnvironmentNotReady, HarnessError
-from harness.objects import webhooks_answer
 from harness.common.procs import ProcessGroup, reap_stale
-from harness.proxy.client import Proxy
 from harness.common.waiting import WaitTimeout, wait_for
+from harness.objects import webhooks_answer
+from harness.proxy.client import Proxy
 
 Say = Callable[[str], None]
 

@@ -29,9 +29,9 @@ from typing import Any, Callable
 import yaml
 
 from harness.common import pki
-from harness.env import incluster
 from harness.common.errors import EnvironmentNotReady, HarnessError
 from harness.common.waiting import wait_for
+from harness.env import incluster
 
 Say = Callable[[str], None]
 

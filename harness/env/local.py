@@ -23,22 +23,32 @@ from typing import Any, Callable
 
 import yaml
 
-from harness.kueue import config as kconfig
-from harness.common import pki
-from harness.kueue import versions
-from harness.env import control_plane as cp
-from harness.env import etcd_template, pods as pods_part
-from harness.env.control_plane import (  # noqa: F401 - importable from here as before
-    KUEUE_NAMESPACE, SERVICE_CIDR, Say, _AGGREGATED_DISCOVERY, _apiserver_argv, _etcd_argv, _in_helper,
-    check_port_free, ensure_metrics_certs, free_port,
-)
-from harness.env.kueue_process import KueueProcess
 from harness.build import binaries
-from harness.env.runs import check_free_space, runs_root  # noqa: F401 - re-exported for callers
+from harness.common import pki
 from harness.common.errors import EnvironmentNotReady, HarnessError
 from harness.common.procs import ProcessGroup, reap_stale
-from harness.proxy.client import Proxy
 from harness.common.waiting import WaitTimeout, wait_for
+from harness.env import control_plane as cp
+from harness.env import etcd_template
+from harness.env import pods as pods_part
+from harness.env.control_plane import (  # noqa: F401 - importable from here as before
+    _AGGREGATED_DISCOVERY,
+    KUEUE_NAMESPACE,
+    SERVICE_CIDR,
+    Say,
+    _apiserver_argv,
+    _etcd_argv,
+    _in_helper,
+    check_port_free,
+    ensure_metrics_certs,
+    free_port,
+)
+from harness.env.kueue_process import KueueProcess
+from harness.env.runs import check_free_space, runs_root  # noqa: F401 - re-exported for callers
+from harness.kueue import config as kconfig
+from harness.kueue import versions
+from harness.proxy.client import Proxy
+
 
 @dataclass
 class LocalEnvironment(KueueProcess):

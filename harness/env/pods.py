@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 import yaml
 
-from harness.kueue import versions
 from harness.common.errors import HarnessError
+from harness.kueue import versions
 from harness.objects import FINISH_ANNOTATION, KWOK_NODE_ANNOTATION
 
 #: kwok's own Stages the harness loads, as paths in kwok's module (kustomize/stage/, kwok v0.8.0).
@@ -231,8 +231,8 @@ def create_nodes(cluster: Any, nodes: list[Any], timeout: float = 30) -> list[di
     schedulable (node_schedulable; a Node built `.unmanaged()` is only created). `timeout` in seconds, for
     all of them. Returns the Nodes as read last. Raises WaitTimeout naming the Nodes not ready yet and
     what they showed (kwok and kube-controller-manager must be running: LocalEnvironment.start_pods())."""
-    from harness.objects import _Builder
     from harness.common.waiting import wait_for
+    from harness.objects import _Builder
 
     docs = [n.obj() if isinstance(n, _Builder) else n for n in nodes]
     for d in docs:

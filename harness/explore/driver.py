@@ -36,10 +36,9 @@ from typing import Any, Callable
 
 from harness.common import paths
 from harness.common.errors import HarnessError
-from harness.explore import generate
+from harness.explore import PROGRESS_FILE, RESULT_FILE, generate
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
-from harness.explore import PROGRESS_FILE, RESULT_FILE
 from harness.explore.trace import Trace
 
 ROOT = paths.ROOT

@@ -34,7 +34,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harness.explore.model import (
-    WATCH_DELAY, After, Candidate, Move, Plan, Target, plan_key, validate,
+    WATCH_DELAY,
+    After,
+    Candidate,
+    Move,
+    Plan,
+    Target,
+    plan_key,
+    validate,
 )
 from harness.explore.trace import Trace, WriteStep
 

@@ -33,9 +33,9 @@ from typing import Any, Callable
 import pytest
 
 from harness.checkers import REGISTRY, Selection
-from harness.explore import PROGRESS_FILE, RESULT_FILE
 from harness.checkers.bounds import LIVENESS_BOUND
 from harness.common.waiting import WaitTimeout, wait_for
+from harness.explore import PROGRESS_FILE, RESULT_FILE
 
 #: Seconds a step of a perturbed case waits at most (the plain bound is 30 s: a step the plan blocks
 #: would otherwise cost that much; the reference runs take well under a second per step).

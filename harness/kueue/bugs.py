@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-
-import yaml
 
 from harness.common import paths
 from harness.common.errors import HarnessError

@@ -13,7 +13,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from harness.plan.steps import (
-    KNOWN_KINDS, PATCH_TYPES, StepError, describe_patch, is_glob, object_label, parse_ref,
+    KNOWN_KINDS,
+    PATCH_TYPES,
+    StepError,
+    describe_patch,
+    is_glob,
+    object_label,
+    parse_ref,
 )
 
 

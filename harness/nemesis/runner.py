@@ -40,11 +40,11 @@ from typing import Any, Callable
 
 import pytest
 
-from harness.plan import actions
-from harness.nemesis import facts, kube
-from harness.plan import steps
-from harness.plan.actions import TICK_WORKLOAD as TICK_NAME  # the throwaway Workload a tick patches
 from harness.common.jsonl import JsonlTail
+from harness.nemesis import facts, kube
+from harness.plan import actions, steps
+from harness.plan.actions import TICK_WORKLOAD as TICK_NAME  # the throwaway Workload a tick patches
+
 #: Namespace of the tick Workload in a `kueue-harness up` session.
 SESSION_TICK_NAMESPACE = "kueue-harness-tick"
 #: Annotation the tick patches.

@@ -8,7 +8,6 @@ from typing import Any
 
 from harness.objects.builders import KUEUE_API, _Builder
 
-
 _PLURAL = {
     "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
     "WorkloadPriorityClass": "workloadpriorityclasses", "Workload": "workloads", "Cohort": "cohorts",

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from harness.plan.match import STAGES, TICK_WORKLOAD, WATCH_EVENT_TYPES, RuleError  # noqa: F401 - used here and re-exported
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    from harness.plan.rules import Rule
     from harness.kueue.api import WatchEvent
+    from harness.plan.rules import Rule
 
 class FlowAct(Protocol):
     """What the proxy gives a flow action's `apply` (harness/proxy/addons/inject.py implements it)."""

@@ -18,8 +18,7 @@ import yaml
 
 from harness.common import paths
 from harness.common.errors import HarnessError
-from harness.plan import actions
-from harness.plan import steps
+from harness.plan import actions, steps
 from harness.plan.rules import Match, Release, Rule, RuleError, Trigger, rule_keys, rule_set_errors
 
 CASES_DIR = paths.CASES_DIR

@@ -17,11 +17,25 @@ from typing import Any
 from harness.kueue.api import KueueWrite, WatchEvent
 from harness.plan import actions
 from harness.plan.match import (  # noqa: F401 - the rule's parts, importable from here too
-    STAGES, WATCH_EVENT_TYPES, Match, RuleError, _check_keys, _jsonpath, check_regex, fact_value,
+    STAGES,
+    WATCH_EVENT_TYPES,
+    Match,
+    RuleError,
+    _check_keys,
+    _jsonpath,
+    check_regex,
+    fact_value,
 )
 from harness.plan.triggers import (  # noqa: F401
-    CONDITION_STATUSES, THEN_FAIL_MESSAGE, TIMEOUT_MESSAGE, TRIGGER_KINDS, TRIGGER_STATES, FlowRecord, Release,
-    Trigger, trigger_satisfied,
+    CONDITION_STATUSES,
+    THEN_FAIL_MESSAGE,
+    TIMEOUT_MESSAGE,
+    TRIGGER_KINDS,
+    TRIGGER_STATES,
+    FlowRecord,
+    Release,
+    Trigger,
+    trigger_satisfied,
 )
 
 #: The registered action names (harness/plan/actions.py), in registration order.

@@ -9,7 +9,6 @@ Use: `rule = proxy.hold(Match(write="admission", name="job-job1-*"))`, `h = rule
 from __future__ import annotations
 
 import http.client
-from urllib.parse import quote
 import json
 import secrets
 import shutil
@@ -17,14 +16,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
-from harness.common import paths
-from harness.kueue import api as kueue_api
-from harness.common import pki
+from harness.common import paths, pki
 from harness.common.errors import EnvironmentNotReady, ProxyError
-from harness.plan.rules import Match, Rule
 from harness.common.procs import ProcessGroup
 from harness.common.waiting import WaitTimeout, wait_for
+from harness.kueue import api as kueue_api
+from harness.plan.rules import Match, Rule
 
 ADDON = paths.ADDON
 #: mitmweb flow-list columns in `--ui` mode: its defaults plus "comment" (the addon's classification label).

@@ -17,16 +17,32 @@ May import: harness.common, harness.kueue, harness.objects, harness.history, har
 
 from harness.history.names import Names  # noqa: F401 - part of the report API (short names in reports)
 from harness.report.bundle import (  # noqa: F401
-    BUNDLE_SCHEMA, HISTORY_FIELDS, LEGACY_SELECTION, WRITE_FIELDS, BundleError, history_problems, load_history,
-    load_objects, recheck, selection_of,
+    BUNDLE_SCHEMA,
+    HISTORY_FIELDS,
+    LEGACY_SELECTION,
+    WRITE_FIELDS,
+    BundleError,
+    history_problems,
+    load_history,
+    load_objects,
+    recheck,
+    selection_of,
 )
 from harness.report.diagram import (  # noqa: F401
-    FLOOD_GROUP, MAX_DIAGRAM_LINES, _clean, diagram_lines, validate_sequence_diagram,
+    FLOOD_GROUP,
+    MAX_DIAGRAM_LINES,
+    _clean,
+    diagram_lines,
+    validate_sequence_diagram,
 )
 from harness.report.markdown import INVARIANTS, render_report  # noqa: F401
 from harness.report.offline import Recheck, cli, report_bundle  # noqa: F401
 from harness.report.write import (  # noqa: F401
-    EXCERPT_REPEATS, LOG_PLAIN_MAX, cut_flows, cut_kueue_log, write_case_bundle,
+    EXCERPT_REPEATS,
+    LOG_PLAIN_MAX,
+    cut_flows,
+    cut_kueue_log,
+    write_case_bundle,
 )
 
 __all__ = [

@@ -10,12 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.plan import actions
-from harness.kueue import log as kueue_log
-from harness.history import repeats
 from harness.checkers import Finding
 from harness.checkers.base import restart_cut_flow_errors, rule_loads, verdict_event, within_case
+from harness.history import repeats
 from harness.history.names import Names, _workload_names, case_t0
+from harness.kueue import log as kueue_log
+from harness.plan import actions
 
 #: Diagram lines beyond which uneventful watch deliveries and pass-through writes are dropped.
 MAX_DIAGRAM_LINES = 90

@@ -8,12 +8,14 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.plan import actions
 from harness.checkers import Finding
 from harness.checkers.bounds import LIVENESS_BOUND
-from harness.history.names import Names, case_t0 as _t0
-from harness.report.bundle import recheck as run_checkers, selection_of
+from harness.history.names import Names
+from harness.history.names import case_t0 as _t0
+from harness.plan import actions
 from harness.report import race
+from harness.report.bundle import recheck as run_checkers
+from harness.report.bundle import selection_of
 from harness.report.diagram import diagram_lines
 
 INVARIANTS = {

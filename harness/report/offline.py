@@ -12,10 +12,16 @@ from pathlib import Path
 
 from harness.checkers import Finding
 from harness.common.errors import HarnessError
-from harness.report.bundle import (
-    BundleError, extract_archive, history_problems, load_history, load_meta, load_objects, objects_problem,
-)
 from harness.report import race
+from harness.report.bundle import (
+    BundleError,
+    extract_archive,
+    history_problems,
+    load_history,
+    load_meta,
+    load_objects,
+    objects_problem,
+)
 from harness.report.markdown import render_report
 
 # =====================================================================================================

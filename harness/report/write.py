@@ -24,12 +24,13 @@ from typing import Any
 import yaml
 
 from harness.common import paths
-from harness.kueue import log as kueue_log
-from harness.history import repeats
-from harness.kueue import versions
 from harness.common.errors import HarnessError
-from harness.history.names import Names, kobj_key as _kobj_key
 from harness.common.redact import Redactor, find_secrets, run_secrets
+from harness.history import repeats
+from harness.history.names import Names
+from harness.history.names import kobj_key as _kobj_key
+from harness.kueue import log as kueue_log
+from harness.kueue import versions
 from harness.report import race
 from harness.report.bundle import BUNDLE_SCHEMA, load_history, load_objects, recheck, selection_of
 from harness.report.diagram import diagram_lines

@@ -1,6 +1,7 @@
-"""pytest plugin (entry point `kueue_harness`): options, the session's local environment, a per-case
-context (namespace, history, proxy rules released at the end), the `kueue_bug` marker, and the verdict
-table + artifacts/<run-id>/summary.json.
+"""pytest plugin (entry point `kueue_harness`): options, the session's environment, the `case` fixture (a
+CaseContext per case: namespace, history, Nemesis, monitor; at the end holds released, rules removed, objects
+deleted, the history closed, the bundle written). What a case declares is read in markers.py, what it is
+made of is case.py, and its verdict, the verdict table and summary.json are verdicts.py.
 
 Verdicts: "reproduced" (the case's invariant was violated: InvariantViolation), "passed", "error"
 (anything else: environment, timeouts, Kueue crash, a fault that never happened).
@@ -8,46 +9,49 @@ Verdicts: "reproduced" (the case's invariant was violated: InvariantViolation), 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
 import sys
 import time
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.kueue import log as kueue_log
-from harness.kueue import bugs, versions
 from harness.common.errors import HarnessError
-from harness.checkers import REGISTRY, Selection, bounds, compose, selection_with_defaults
-from harness.history.record import History
-from harness.history.names import Names
 from harness.common.waiting import WaitTimeout, wait_for
+from harness.history.record import History
+from harness.kueue import log as kueue_log
+from harness.kueue import versions
 from harness.objects import Cluster
+from harness.scenarios.case import CaseContext, case_dir
+from harness.scenarios.markers import (
+    _SPEC_KEY,
+    _VERDICTS_KEY,
+    _bug,
+    _declared_kueue_config,
+    _expect_on,
+    _pods_nodes,
+    _selection,
+)
+
+# The verdict hooks are this plugin's too (pytest registers the hooks a plugin module holds).
+from harness.scenarios.verdicts import (  # noqa: F401
+    _dump_objects,
+    _write_bundle,
+    pytest_runtest_call,
+    pytest_runtest_makereport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
 #: Process faults of plans and watch-delay ticks around every case body (harness/nemesis/runner.py); `--plan` and
 #: explore's perturbed runs (harness/explore/plugin.py).
 pytest_plugins = ("harness.nemesis.runner", "harness.explore.plugin")
 
 
-class InvariantViolation(AssertionError):
-    """The invariant a case checks does not hold: the bug reproduced. Message = the evidence."""
-
-
-
 #: An environment to run the cases on instead of starting one, left running afterwards: set by the session
 #: supervisor of `kueue-harness run --keep-env` (harness/cli/session.py), which owns and later stops it.
 PROVIDED_ENV: Any = None
-
-_VERDICTS_KEY = pytest.StashKey[dict]()
-_SPEC_KEY = pytest.StashKey[Any]()
-#: Per case: (status, reason) of its kueue_bug on the Kueue that actually runs (bugs.Expectation).
-_EXPECT_KEY = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -141,87 +145,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config._kh_artifacts = art  # type: ignore[attr-defined]
 
 
-def _bug_key(item: pytest.Item) -> str | None:
-    """The key a case's @pytest.mark.kueue_bug names ("kubernetes-sigs/kueue#14863"; a bug.yaml `key`), or None."""
-    m = item.get_closest_marker("kueue_bug")
-    return str(m.args[0]) if m is not None and m.args else None
-
-
-def _bug(item: pytest.Item) -> "bugs.KnownBug | None":
-    m = item.get_closest_marker("kueue_bug")
-    if m is None:
-        return None
-    from harness.kueue import bugs
-
-    key = m.args[0] if m.args else ""
-    found = bugs.KNOWN_BUGS.get(key) or bugs.load([Path(str(item.path)).parent]).get(key)
-    if found is None:
-        raise pytest.UsageError(f"{item.nodeid}: kueue_bug({key!r}) names no bug of a bug.yaml next to the case "
-                                f"or under cases/ (known: {', '.join(bugs.KNOWN_BUGS)})")
-    return found
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         _bug(item)  # an unknown issue is a usage error now, not a KeyError mid-run
         _declared_kueue_config(item)  # so is a bad @pytest.mark.kueue_config
         _pods_nodes(item)  # and a bad @pytest.mark.pods
-
-
-def _declared_kueue_config(item: pytest.Item):
-    """The case's `@pytest.mark.kueue_config(feature_gates={...}, fair_sharing=..., wait_for_pods_ready=...,
-    integrations=[...], overrides={...})` as a harness.kueue.config.KueueConfig (DEFAULT without the marker).
-    Raises pytest.UsageError naming every problem."""
-    from harness.kueue import config as kueue_config
-
-    m = item.get_closest_marker("kueue_config")
-    if m is None:
-        return kueue_config.DEFAULT
-    where = f"{item.nodeid}: @pytest.mark.kueue_config"
-    if m.args:
-        raise pytest.UsageError(f"{where}: takes keywords only (feature_gates=, fair_sharing=, wait_for_pods_ready=, "
-                                "integrations=, overrides=)")
-    try:
-        return kueue_config.parse(dict(m.kwargs), where)
-    except kueue_config.KueueConfigError as e:
-        raise pytest.UsageError(str(e)) from None
-
-
-def _pods_nodes(item: pytest.Item) -> list[Any] | None:
-    """The Nodes of the case's `@pytest.mark.pods(nodes=[harness.objects.node(...), ...])` (one default Node,
-    "node-1", for a bare `@pytest.mark.pods`), or None without the marker. Raises pytest.UsageError for
-    anything but a list of Node builders."""
-    from harness import objects as o
-
-    m = item.get_closest_marker("pods")
-    if m is None:
-        return None
-    where = f"{item.nodeid}: @pytest.mark.pods"
-    if m.args or set(m.kwargs) - {"nodes"}:
-        raise pytest.UsageError(f"{where}: takes one keyword, nodes=[harness.objects.node(name, ...), ...]")
-    nodes = m.kwargs.get("nodes", [o.node("node-1")])
-    if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, o.NodeBuilder) for n in nodes):
-        raise pytest.UsageError(f"{where}: nodes= is a list of harness.objects.node(...) builders, got {nodes!r}")
-    names = [n.name for n in nodes]
-    if len(set(names)) != len(names):
-        raise pytest.UsageError(f"{where}: two Nodes named alike in {names}")
-    return list(nodes)
-
-
-def _expect_on(item: pytest.Item, env: Any) -> None:
-    """Decide, on the Kueue that actually runs, whether the case's known bug should reproduce; where it
-    should, the case becomes a strict expected failure (it must reproduce). Kept in the item's stash."""
-    bug = _bug(item)
-    if bug is None:
-        return
-    ident = env.kueue_identity() if hasattr(env, "kueue_identity") else versions.BuildIdentity(env.kueue_version)
-    exp = bug.expectation(ident)
-    item.stash[_EXPECT_KEY] = exp
-    if exp.status == "affected":
-        item.add_marker(pytest.mark.xfail(
-            strict=True, raises=InvariantViolation,
-            reason=f"{bug.issue} affects Kueue {ident.version} ({bug.summary}; {exp.reason}): the case must reproduce it",
-        ))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -289,235 +217,6 @@ def kueue_env(request: pytest.FixtureRequest, kueue_version: str, kueue_spec, ar
 def cluster(kueue_env) -> Cluster:
     """Direct admin access to kube-apiserver (never through the proxy)."""
     return Cluster(kueue_env.api_client())
-
-
-class AssumptionFailed(HarnessError):
-    """Something the case's verdict relies on did not happen (harness/checkers/assumptions.py): the verdict
-    is "error", never "reproduced". The message names the failed assumption and its evidence."""
-
-
-@dataclass
-class CaseContext:
-    """What one case works with. `ns`: its own namespace; `prefix`: for cluster-scoped names;
-    `selection`: the checkers that decide its verdict (its `checkers` marker plus the default assumptions)."""
-
-    name: str
-    ns: str
-    prefix: str
-    dir: Path
-    env: Any
-    cluster: Cluster
-    history: History
-    workload_keys: set[str] = field(default_factory=set)
-    #: Kueue restarts the case causes itself (process faults); any other restart makes the verdict "error".
-    expected_kueue_restarts: int = 0
-    selection: Selection = field(default_factory=lambda: Selection(selection_with_defaults({})))
-    #: The folder of the case's test file (its plans/ and bug.yaml live there).
-    case_folder: Path | None = None
-    #: Set for a perturbed run (`--plan`, explore: harness/explore/plugin.py): how the case's step waits
-    #: wait (harness/scenarios/setups.py wait_workload), as step_wait(read, pred, timeout, what) -> object.
-    step_wait: Any = None
-    #: The composed verdict (harness/checkers/base.Verdict) once the case was judged.
-    judged: Any = None
-    #: Whether its teardown writes the evidence bundle (explore's runs without a violation do not:
-    #: `--explore-bundles violations`, harness/explore/plugin.py; their history and logs stay).
-    write_bundle: bool = True
-    #: The Kueue configuration the case declared (its kueue_config marker; harness/kueue/config.py).
-    kueue_declared: Any = None
-    #: Nodes the case created (its `pods` marker, add_nodes()): the name it gave → the Node's name.
-    nodes: dict[str, str] = field(default_factory=dict)
-    #: The harness side of the case's process faults, plan steps and facts (harness/nemesis/runner.py), started
-    #: with the case, before any plan loads; stopped after the body.
-    nemesis: Any = None
-    #: The invariant monitor the plugin runs for checkers that read its facts (`needs_monitor`), or None.
-    _monitor: Any = None
-    _log_lines: list[dict[str, Any]] = field(default_factory=list)
-    _tail: Any = None
-
-    def restart_kueue(self, kill: bool = False, **fields: Any) -> None:
-        """Process fault: restart Kueue (SIGKILL with `kill`), recorded in the history as `kueue_restart`
-        with `fields` (a plan's process fault adds its `rule`: harness/nemesis/runner.py)."""
-        self.record("kueue_restart", kill=kill, **fields)
-        self.expected_kueue_restarts += 1
-        self.env.restart_kueue(kill=kill)
-
-    def configure_kueue(self, cfg: Any, why: str = "plan") -> dict[str, Any]:
-        """Give Kueue the configuration `cfg` (a harness.kueue.config.KueueConfig) during the case, e.g. a
-        plan's `kueue:` section. A restart it needs is recorded as `kueue_configured` (restarted=true) and
-        counted as asked for (kueue_not_restarted_unasked). Returns env.configure_kueue()'s answer."""
-        if not hasattr(self.env, "configure_kueue"):
-            raise HarnessError(f"this target cannot change Kueue's configuration per case ({cfg.summary()}); "
-                               "use --target local")
-        res = self.env.configure_kueue(cfg)
-        self.record("kueue_configured", why=why, declared=cfg.to_json(), summary=cfg.summary(), **res,
-                    feature_gates=dict(getattr(self.env, "kueue_reported_gates", {}) or {}))
-        if res["restarted"]:
-            self.expected_kueue_restarts += 1
-        return res
-
-    # ---- Pods that run (harness/env/pods.py) ----------------------------------------------------
-    def add_nodes(self, *nodes: Any) -> dict[str, str]:
-        """Pods that run: start kube-scheduler and kwok if they are not running yet (env.start_pods(), kept
-        for the session), create each Node (harness.objects.node builders) named "<prefix>-<name>" and wait
-        until it is Ready and schedulable. Recorded as `nodes_created`; deleted at the end of the case.
-        Returns {name: Node name}. Raises HarnessError on a target without them, WaitTimeout."""
-        from harness.env import pods
-
-        if not hasattr(self.env, "start_pods"):
-            raise HarnessError("Pods that run (kube-scheduler + kwok Nodes) need --target local")
-        part = self.env.start_pods()
-        renamed = [n.renamed(f"{self.prefix}-{n.name}") for n in nodes]
-        self.nodes.update({n.name: r.name for n, r in zip(nodes, renamed)})
-        pods.create_nodes(self.cluster, renamed)
-        self.record("nodes_created", nodes=[r.name for r in renamed],
-                    labels={r.name: r.obj()["metadata"]["labels"] for r in renamed},
-                    capacity={r.name: r.obj()["status"]["capacity"] for r in renamed},
-                    kube_scheduler=part.versions.get("kube_scheduler"), kwok=part.versions.get("kwok"))
-        return {n.name: r.name for n, r in zip(nodes, renamed)}
-
-    def node_name(self, name: str) -> str:
-        """The Node name of the case's Node `name` (as given to the pods marker or add_nodes()). Raises
-        KeyError naming the Nodes it has."""
-        if name not in self.nodes:
-            raise KeyError(f"the case has no Node {name!r} (it has: {', '.join(self.nodes) or 'none'})")
-        return self.nodes[name]
-
-    def finish_pods(self, job: str, phase: str = "Succeeded") -> list[str]:
-        """Finish the Pods of the case's batch/v1 Job `job` on demand ("Succeeded" or "Failed"): kwok ends
-        each one that runs (harness/env/pods.finish_job_pods). Recorded as `pods_finished`; returns the Pods'
-        names. The Job controller and Kueue then see them finish."""
-        from harness.env import pods
-
-        names = pods.finish_job_pods(self.cluster, self.ns, job, phase)
-        self.record("pods_finished", job=f"{self.ns}/{job}", phase=phase, pods=names)
-        return names
-
-    @property
-    def proxy(self):
-        return self.env.proxy
-
-    def record(self, event: str, **fields: Any) -> None:
-        self.history.record(event, **fields)
-
-    def kueue_state(self) -> dict[str, Any]:
-        """{"starts": N, "alive": bool}: recorded at the start and at the verdict, so the assumption
-        "Kueue not restarted unasked" can be re-checked from the history alone."""
-        return {"starts": self.env.kueue_starts(), "alive": bool(self.env.kueue_alive())}
-
-    # ---- what the checkers read ------------------------------------------------------------------
-    def snapshot(self) -> list[dict[str, Any]]:
-        """The case's history so far, merged (own events, the proxy's, Kueue's milestone log lines);
-        reads only what is new since the last call."""
-        if self._tail is None:
-            self._tail = kueue_log.Tail(self.env.kueue_log, from_end=True)
-        self._log_lines.extend(line for line in self._tail.new_lines() if line.get("msg") in self.history.milestones)
-        events = self.proxy.events() if self.proxy is not None else []
-        return self.history.merged(events, self._log_lines, self.workload_keys)
-
-    def objects(self, managed_fields: bool = False) -> dict[str, list[dict[str, Any]]]:
-        """The case's Workloads, Jobs and ClusterQueues now (direct reads); without metadata.managedFields
-        unless `managed_fields` (the bundle keeps them apart: managed-fields.yaml)."""
-        objs = {
-            "workloads": self.cluster.list("Workload", self.ns),
-            "jobs": [self.cluster.api.sanitize_for_serialization(j) for j in self.cluster.batch.list_namespaced_job(self.ns).items],
-            "clusterqueues": [c for c in self.cluster.list("ClusterQueue") if c["metadata"]["name"].startswith(self.prefix)],
-        }
-        if self._monitor is not None:
-            # The lifecycle checkers judge these too (running_pods_within_quota: Pods against their Workloads).
-            objs["localqueues"] = self.cluster.list("LocalQueue", self.ns)
-            objs["pods"] = [self.cluster.api.sanitize_for_serialization(p)
-                            for p in self.cluster.core.list_namespaced_pod(self.ns).items]
-        if not managed_fields:
-            for group in objs.values():
-                for o in group:
-                    (o.get("metadata") or {}).pop("managedFields", None)
-        return objs
-
-    def names(self, history: list[dict[str, Any]]) -> Names:
-        return Names(history, self.ns, self.prefix)
-
-    def observe(self, timeout: float | None = None, interval: float = 0.2) -> None:
-        """Keep the case running until every declared invariant that can decide early has decided (e.g.
-        liveness: the Workload got quota, or is conclusively stuck), or `timeout` seconds (default: the
-        largest declared bound plus one second). Never raises on timeout: the checkers then decide on what
-        was seen."""
-        checkers = [c for c in self.selection.build() if c.kind == "invariant" and hasattr(c, "decided")]
-        if not checkers:
-            return
-        if timeout is None:
-            timeout = max([getattr(c, "bound", 0.0) for c in checkers] + [bounds.SETTLE]) + 1.0
-
-        def done() -> bool:
-            h = self.snapshot()
-            objs, names = self.objects(), self.names(h)
-            return all(c.decided(h, objs, names) for c in checkers)
-
-        try:
-            wait_for(done, timeout=timeout, interval=interval,
-                     what=f"the checkers {', '.join(c.name for c in checkers)} to decide")
-        except WaitTimeout:
-            pass
-
-    # ---- steps shared by cases -------------------------------------------------------------------
-    def load_plan(self, name: str) -> dict[str, Any]:
-        """Load a plan (a file, or a shipped name) into the proxy, limited to the case's namespace; returns
-        {rule id: RuleHandle}. The plan is recorded in the history."""
-        from harness.plan.load import load_plan
-
-        plan = load_plan(name, namespace=self.ns, near=self.case_folder)
-        if getattr(plan, "kueue", None) is not None and not plan.kueue.is_default:
-            # The plan's `kueue:` section over the case's own declaration (docs/kueue-config.md).
-            from harness.kueue import config as kueue_config
-
-            self.configure_kueue(plan.kueue.over(self.kueue_declared or kueue_config.DEFAULT), why=f"plan {plan.name}")
-        handles = self.proxy.load_plan(plan)
-        self.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
-        return handles
-
-    def wait_plan(self, rule_ids: list[str], timeout: float) -> None:
-        """Wait (at most `timeout` seconds per rule) until each hold rule let its flow go, however it ended,
-        and each plan step (or process fault) finished, ok or not; whether they ended by their triggers and
-        succeeded is for the `forced` and `steps_done` assumption checkers to say."""
-        for rid in rule_ids:
-            try:
-                ev = self.proxy.wait_event(lambda e, rid=rid: e["event"] in ("released", "hold_timeout", "failed",
-                                                                             "hold_expired", "signal_done")
-                                           and e.get("rule") == rid, timeout, f"plan rule {rid} to let its flow go")
-                self.record("plan_step", rule=rid, why=ev.get("why"), label=ev.get("label"))
-            except WaitTimeout:
-                self.record("plan_step", rule=rid, why="did not end in time", label="")
-
-    def monitor(self, cluster_queue_prefix: str):
-        """The invariant monitor's watches for the case's ClusterQueues, recording into the history (use
-        as a context manager)."""
-        from contextlib import nullcontext
-
-        from harness.checkers.monitor import InvariantMonitor
-
-        if self._monitor is not None and cluster_queue_prefix.startswith(self._monitor.prefix):
-            return nullcontext(self._monitor)  # the plugin's own, already watching these ClusterQueues
-        return InvariantMonitor(self.cluster.api, self.history.record, cluster_queue_prefix)
-
-
-def _slug(nodeid: str) -> str:
-    """The case's folder name: its whole test name (parameters such as [r0] included), lower-case; names
-    over 80 characters keep 71 and a hash of the rest, so two cases never share a folder."""
-    name = nodeid.split("::")[-1]
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    if len(slug) > 80:
-        slug = f"{slug[:71]}-{hashlib.sha256(slug.encode()).hexdigest()[:8]}"
-    return slug
-
-
-def case_dir(artifacts_dir: Path, nodeid: str) -> Path:
-    """A new folder for this case's evidence under artifacts_dir/cases/: never one an earlier case (or a
-    repetition) of this run wrote; a second use of a name gets "-2", "-3" ..."""
-    base = artifacts_dir / "cases" / _slug(nodeid)
-    d, n = base, 1
-    while d.exists() or d.with_name(d.name + ".tar.gz").exists():
-        n += 1
-        d = base.with_name(f"{base.name}-{n}")
-    return d
 
 
 @pytest.fixture
@@ -688,239 +387,3 @@ def _delete_case_nodes(ctx: CaseContext, timeout: float = 10.0) -> None:
             if e.status != 404:
                 ctx.record("case_objects_not_deleted", error=f"Node {name}: {e.status} {e.reason}")
     ctx.record("case_nodes_deleted", nodes=deleted, pods_left=list(left))
-
-
-def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, problems: list[str]) -> None:
-    """The case's evidence bundle (harness/report.py): report.md, logs, flows, <case>.tar.gz. Best effort:
-    a bundle that cannot be written is a warning and `bundle_error` in summary.json, never a verdict."""
-    from harness import report
-
-    entry = request.config.stash[_VERDICTS_KEY].get(request.node.nodeid, {})
-    target = request.config.getoption("--target", "local")
-    try:
-        rerun = report.write.rerun_command(request.node.nodeid, request.config.stash[_SPEC_KEY].cli_args(), target)
-    except Exception:  # noqa: BLE001 - evidence is best effort
-        rerun = None
-    outcome = {**entry, "message": getattr(request.node, "_kh_message", ""), "target": target,
-               "checkers": ctx.selection.checkers, "rerun": rerun}
-    if hasattr(env, "kueue_config_info"):
-        # What Kueue was given for this case: the declaration, the Configuration file, the gates it reported.
-        outcome["kueue_config"] = env.kueue_config_info()
-        entry["kueue_config"] = {**getattr(request.node, "_kh_kueue_config", {}),
-                                 "feature_gates": outcome["kueue_config"]["feature_gates_reported"]}
-    if problems:
-        outcome.update(verdict="error", detail="; ".join(problems))
-    bug = _bug(request.node)
-    if bug is not None:
-        outcome["bug"] = {"issue": bug.issue, "summary": bug.summary, "affected": list(bug.affected),
-                          "fixed_in": list(bug.fixed_in), "fix_commits": dict(bug.fix_commits)}
-        exp = request.node.stash.get(_EXPECT_KEY, None)
-        if exp is not None:
-            outcome["bug"]["on_this_build"] = {"status": exp.status, "reason": exp.reason}
-    try:
-        entry["bundle"] = str(report.write_case_bundle(ctx, env, outcome))
-    except Exception as e:  # noqa: BLE001 - evidence must not change the verdict
-        entry["bundle_error"] = f"{type(e).__name__}: {e}"
-        warnings.warn(f"kueue-harness: no evidence bundle for {request.node.nodeid}: {entry['bundle_error']}")
-
-
-def _dump_objects(ctx: CaseContext, objs: dict[str, Any] | None = None) -> None:
-    """objects.yaml and managed-fields.yaml: the objects the verdict was judged on (or, for a case that
-    reached no verdict, the objects at its end), their managedFields apart (harness/report/write.py)."""
-    from harness.report.write import dump_objects
-
-    try:
-        objs = objs if objs is not None else ctx.objects(managed_fields=True)
-        dump_objects(ctx.dir, objs)
-    except Exception as e:  # noqa: BLE001 - evidence is best effort; the verdict is already decided
-        (ctx.dir / "objects.yaml").write_text(f"# could not read final objects: {e}\n")
-
-
-def _selection(item: pytest.Item) -> Selection:
-    """The case's checkers: `@pytest.mark.checkers("quota", liveness={"jobs": ["job2"]})` plus the default
-    assumptions. Raises pytest.UsageError for an unknown checker name."""
-    declared: dict[str, Any] = {}
-    m = item.get_closest_marker("checkers")
-    if m is not None:
-        declared.update({name: {} for name in m.args})
-        declared.update(m.kwargs)
-    sel = Selection(selection_with_defaults(declared))
-    try:
-        sel.build()
-    except (KeyError, TypeError) as e:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.checkers: {e}") from None
-    return sel
-
-
-def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = None) -> None:
-    """The case's verdict, by its checkers, as soon as its body returned: record it (the history's
-    `verdict` event ends the window the checkers judge), write the judged objects, and raise
-    InvariantViolation (reproduced) or AssumptionFailed (error). When the body itself raised an
-    InvariantViolation only the assumptions run: a void run must not count as a reproduction."""
-    sel = ctx.selection
-    if raised is not None:
-        sel = Selection({k: v for k, v in sel.checkers.items() if REGISTRY[k].kind == "assumption"})
-    history = ctx.snapshot()
-    objs = ctx.objects(managed_fields=True)  # the checkers ignore managedFields; the bundle keeps them
-    v = compose(sel, history, objs, ctx.names(history))
-    ctx.judged = v
-    invariants = [n for n in sel.checkers if REGISTRY[n].kind == "invariant"]
-    # What the checkers saw, per source: Kueue's log and the proxy's events reach the harness a little late,
-    # so the offline re-check judges exactly these events (harness/checkers/base.py within_case).
-    seen: dict[str, float] = {}
-    for e in history:
-        seen[e["source"]] = max(seen.get(e["source"], e["ts"]), e["ts"])
-    ctx.record("verdict", invariant=",".join(invariants) or "none", held=v.verdict == "passed", verdict=v.verdict,
-               reason=v.reason, kueue=ctx.kueue_state(), seen=seen)
-    _dump_objects(ctx, objs)
-    detail = "\n".join(f"  {f.check}: {f.result}: {f.evidence}" for f in v.findings
-                       if f.result not in ("held", "not applicable") or not f.assumption)
-    if v.verdict == "error":
-        raise AssumptionFailed(f"{v.reason}\n{detail}") from raised
-    if raised is not None:
-        return
-    if v.verdict == "reproduced":
-        raise InvariantViolation(f"{v.reason}\n{detail}")
-    if v.verdict == "inconclusive":
-        raise AssumptionFailed(f"inconclusive: {v.reason}\n{detail}")
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    ctx: CaseContext | None = getattr(item, "_kh_case", None)
-    try:
-        res = yield
-    except InvariantViolation as e:
-        if ctx is not None:
-            _decide(item, ctx, raised=e)
-        raise
-    if ctx is not None:
-        _decide(item, ctx)
-    return res
-
-
-def _expected(item: pytest.Item) -> tuple[str, str]:
-    """(expected verdict, why): "reproduced" where the case's kueue_bug affects the Kueue that runs,
-    "passed" where it is fixed or the case has no bug, "unknown" where that cannot be told."""
-    exp = item.stash.get(_EXPECT_KEY, None)
-    if exp is None:
-        return ("passed", "") if _bug(item) is None else ("unknown", "the environment did not start")
-    return {"affected": "reproduced", "fixed": "passed"}.get(exp.status, "unknown"), exp.reason
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    rep = yield
-    if "case" not in getattr(item, "fixturenames", ()):
-        return rep
-    verdicts = item.config.stash[_VERDICTS_KEY]
-    ctx: CaseContext | None = getattr(item, "_kh_case", None)
-    entry = verdicts.setdefault(item.nodeid, {
-        "case": item.nodeid, "kueue_version": item.config.option.kueue_version, "verdict": "error",
-        "expected": "", "seconds": 0.0, "setup_seconds": 0.0, "teardown_seconds": 0.0,
-        "detail": "",
-    })
-    # After set-up the environment knows which Kueue runs: the version it reported, and what to expect.
-    env = getattr(item.config, "_kh_env", None)
-    if env is not None:
-        entry["kueue_version"] = env.kueue_version
-    entry["expected"], entry["expected_reason"] = _expected(item)
-    if _bug_key(item):
-        entry["kueue_bug"] = _bug_key(item)  # `run`'s verdict table names the bugs of the cases that ran
-    # "seconds" is the time to verdict (the case's own run); environment start-up (setup of the first
-    # case) and evidence writing (teardown) are kept apart so the figures compare across cases.
-    key = {"call": "seconds", "setup": "setup_seconds", "teardown": "teardown_seconds"}[rep.when]
-    entry[key] = round(entry[key] + rep.duration, 2)
-    if ctx is not None:
-        entry["evidence"] = str(ctx.dir)
-    if rep.when == "call":
-        exc = call.excinfo
-        item._kh_message = str(exc.value) if exc is not None else ""  # type: ignore[attr-defined]
-        if exc is None:
-            entry["verdict"], entry["detail"] = "passed", "invariant held"
-        elif exc.errisinstance(InvariantViolation):
-            entry["verdict"], entry["detail"] = "reproduced", str(exc.value).splitlines()[0]
-        else:
-            entry["verdict"], entry["detail"] = "error", f"{exc.typename}: {str(exc.value).splitlines()[0] if str(exc.value) else ''}"
-    elif rep.failed:
-        # Setup or teardown failed (environment, Kueue crash, an expired hold): no verdict can stand.
-        entry["verdict"] = "error"
-        exc = call.excinfo
-        what = f"{exc.typename}: {str(exc.value).splitlines()[0] if str(exc.value) else ''}" if exc else "failed"
-        entry["detail"] = f"{rep.when}: {what}"
-    return rep
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    verdicts = session.config.stash.get(_VERDICTS_KEY, {})
-    if not verdicts:
-        return
-    art: Path = session.config._kh_artifacts  # type: ignore[attr-defined]
-    art.mkdir(parents=True, exist_ok=True)
-    for v in verdicts.values():
-        if v["verdict"] == "error" and not v["detail"]:
-            v["detail"] = ("did not finish: interrupted (Ctrl-C)" if exitstatus == pytest.ExitCode.INTERRUPTED
-                           else "did not finish")
-    if session.config.getoption("--recheck-bundles"):
-        _recheck_bundles(session, verdicts.values(), art)
-    env = getattr(session.config, "_kh_env", None)
-    summary = {
-        # What ran: the version the Kueue binary reported (its "Initializing" log line), never the flag.
-        "kueue_version": env.kueue_version if env is not None else None,
-        "kueue_requested": session.config.option.kueue_version,
-        "kueue": env.kueue_build_info() if env is not None and hasattr(env, "kueue_build_info") else None,
-        "kubernetes_version": getattr(env, "kubernetes_version", "") or (
-            versions.KUBERNETES_VERSION if session.config.getoption("--target") == "local" else None),
-        "target": session.config.getoption("--target"),
-        "environment_ready_seconds": round(env.started.get("ready_seconds", 0), 2) if env else None,
-        # kube-scheduler's and kwok's versions when a case asked for Pods that run (harness/env/pods.py).
-        "pods": env.pods_info() if env is not None and hasattr(env, "pods_info") else None,
-        "cases": list(verdicts.values()),
-    }
-    (art / "summary.json").write_text(json.dumps(summary, indent=2))
-
-
-def _recheck_bundles(session: pytest.Session, entries, art: Path) -> None:
-    """Re-check each case's bundle offline with the checkers it recorded; a verdict that differs from the
-    live one fails the run (the live and offline verdicts come from one composition and must agree)."""
-    import tempfile
-
-    from harness import report
-
-    differ = []
-    with tempfile.TemporaryDirectory(prefix="kh-recheck-") as tmp:
-        for i, v in enumerate(entries):
-            if not v.get("bundle"):
-                continue
-            try:
-                r = report.report_bundle(Path(v["bundle"]), out=Path(tmp) / str(i))
-                v["recheck"] = r.verdict
-            except HarnessError as e:
-                v["recheck"] = f"failed: {str(e).splitlines()[0]}"
-            if v["recheck"] != v["verdict"]:
-                differ.append(f"{v['case']}: live {v['verdict']}, re-checked {v['recheck']}")
-    if differ:
-        (art / "recheck-differs.txt").write_text("\n".join(differ) + "\n")
-        print("\nkueue-harness: the offline re-check differs from the live verdict:\n  " + "\n  ".join(differ))
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    verdicts = config.stash.get(_VERDICTS_KEY, {})
-    if not verdicts or config.getoption("--no-verdict-table"):
-        return
-    tr = terminalreporter
-    tr.section("kueue-harness verdicts")
-    width = max(len(v["case"]) for v in verdicts.values())
-    tr.write_line(f"{'case':<{width}}  {'kueue':<8} {'verdict':<10} {'expected':<10} {'seconds':>7}  detail")
-    for v in verdicts.values():
-        tr.write_line(f"{v['case']:<{width}}  {v['kueue_version']:<8} {v['verdict']:<10} {v['expected']:<10} "
-                      f"{v['seconds']:>7.1f}  {v['detail'][:90]}")
-    art = config._kh_artifacts  # type: ignore[attr-defined]
-    tr.write_line(f"evidence: {art}/ (summary.json, env/kueue.log, env/proxy-events.jsonl, cases/<case>/history.jsonl)")
-    for v in verdicts.values():
-        if v.get("bundle"):
-            tr.write_line(f"  bundle {v['case'].split('::')[-1]}: {Path(v['bundle']).with_suffix('').with_suffix('')}/report.md "
-                          f"(+ {Path(v['bundle']).name})")
-        elif v.get("bundle_error"):
-            tr.write_line(f"  bundle {v['case'].split('::')[-1]}: not written ({v['bundle_error'][:80]})")

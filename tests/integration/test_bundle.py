@@ -22,7 +22,7 @@ import pytest
 from harness import report
 from harness import scenarios as seed
 from harness.plan.rules import Match
-from harness.scenarios.plugin import _slug
+from harness.scenarios.case import _slug
 
 STEP = 30.0
 _BUNDLE_CASE = "test_bundle_case_with_a_hold"

@@ -163,8 +163,8 @@ def test_unserved_kueue_version_is_a_clear_error():
 
 
 def test_port_in_use_is_a_clear_error(kueue_version):
-    from harness.env.local import LocalEnvironment
     from harness.common.errors import PortInUse
+    from harness.env.local import LocalEnvironment
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

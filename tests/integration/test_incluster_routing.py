@@ -31,10 +31,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.env import incluster as ic, kind
 from harness.build import binaries
-from harness.env.local import runs_root
 from harness.common.procs import ProcessGroup, is_alive
+from harness.env import incluster as ic
+from harness.env import kind
+from harness.env.local import runs_root
 from harness.proxy.client import Proxy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -478,8 +479,9 @@ def test_proxy_on_bridge_address_verified_like_kueues_kubeconfig(standin, kueue_
     env = _local_env(kueue_env)
     ns_name, host_addr, _ = netns
     probe = _go_probe()
-    from harness.plan.rules import Match, Rule
     from kubernetes import client
+
+    from harness.plan.rules import Match, Rule
 
     tag = secrets.token_hex(2)
     state = runs_root() / f"test-netns-{os.getpid()}-{tag}"

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from harness import report
-from harness.kueue import log as kueue_log
 from harness.build import binaries
 from harness.build import kueue as kueue_build
-from harness.common.errors import BuildError, UnservedVersion
 from harness.cli.matrix import CASES_DIR, aggregate, run_cases
+from harness.common.errors import BuildError, UnservedVersion
+from harness.kueue import log as kueue_log
 
 #: A release with the scenario-1 fix (the cherry-pick 2f5004ff of kubernetes-sigs/kueue#11502).
 FIXED_RELEASE = "v0.17.4"

@@ -13,8 +13,11 @@ from pathlib import Path
 import yaml
 
 from harness.common.waiting import wait_for
-from tests.integration.test_cli_session import EXAMPLES, Session  # noqa: F401 - `session` fixture below
-from tests.integration.test_cli_session import session  # noqa: F401 - the fixture (its `down` runs at the end)
+from tests.integration.test_cli_session import (  # noqa: F401 - `session` fixture below
+    EXAMPLES,
+    Session,
+    session,  # noqa: F401 - the fixture (its `down` runs at the end)
+)
 
 
 def test_bundle_of_a_stuck_preemption_session(session, tmp_path):  # noqa: F811 - the imported fixture

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CASES = textwrap.dedent('''
     import os, signal, time
     from harness.plan.rules import Match
-    from harness.scenarios.plugin import InvariantViolation
+    from harness.scenarios.case import InvariantViolation
 
     def test_a_kueue_crash_is_an_error(case):
         os.killpg(case.env.procs.procs["kueue"][1].pgid, signal.SIGKILL)
@@ -109,8 +109,8 @@ def _child_state(owner: int) -> Path:
 
 
 def test_a_kueue_that_cannot_start_is_a_clear_error(tmp_path, kueue_version):
-    from harness.env.local import LocalEnvironment
     from harness.common.errors import EnvironmentNotReady
+    from harness.env.local import LocalEnvironment
 
     with pytest.raises(EnvironmentNotReady) as err:
         LocalEnvironment.start(kueue_version, artifacts=tmp_path / "env",

@@ -15,9 +15,9 @@ from typing import Any
 
 from mitmproxy import http
 
-from harness.proxy.addons import KueueFaults
 from harness.common.procs import proc_start_time
 from harness.common.waiting import wait_for
+from harness.proxy.addons import KueueFaults
 
 TOKEN = "t0ken"
 

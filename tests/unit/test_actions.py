@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from harness.plan import actions
-from harness.plan.rules import Match, Rule, RuleBook, RuleError, rule_keys, validate_rule_set
 from harness.kueue.api import WatchEvent
+from harness.plan import actions
 from harness.plan.load import PlanError, parse_plan
+from harness.plan.rules import Match, Rule, RuleBook, RuleError, rule_keys, validate_rule_set
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\nrules:\n"
 

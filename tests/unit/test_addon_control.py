@@ -12,7 +12,12 @@ import pytest
 from mitmproxy.test import taddons
 
 from tests.unit.addon_flows import (
-    KueueFaults, add_rule, event_names, events, run, status_patch,
+    KueueFaults,
+    add_rule,
+    event_names,
+    events,
+    run,
+    status_patch,
 )
 
 # ---------------------------------------------------------------------------------------------------------

@@ -10,8 +10,24 @@ from mitmproxy.test import taddons
 
 from harness.plan.rules import kubernetes_status
 from tests.unit.addon_flows import (
-    ADMISSION, EVICTION, KueueFaults, NS, WL1, WL2, add_rule, cond, event_names, events, get_flow, held, run,
-    server_response, status_body, status_patch, until, workload_json,
+    ADMISSION,
+    EVICTION,
+    NS,
+    WL1,
+    WL2,
+    KueueFaults,
+    add_rule,
+    cond,
+    event_names,
+    events,
+    get_flow,
+    held,
+    run,
+    server_response,
+    status_body,
+    status_patch,
+    until,
+    workload_json,
 )
 
 # ---------------------------------------------------------------------------------------------------------

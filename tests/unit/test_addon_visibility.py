@@ -10,7 +10,18 @@ import asyncio
 from mitmproxy.test import taddons
 
 from tests.unit.addon_flows import (
-    ADMISSION, EVICTION, NS, WL1, WL2, KueueFaults, add_rule, events, held, run, server_response, status_patch,
+    ADMISSION,
+    EVICTION,
+    NS,
+    WL1,
+    WL2,
+    KueueFaults,
+    add_rule,
+    events,
+    held,
+    run,
+    server_response,
+    status_patch,
 )
 
 

@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 
 from tests.unit.addon_flows import (
-    ADMISSION, EVICTION, KueueFaults, NS, WATCH_PATH, WL1, WL2, cond, events, get_flow,
+    ADMISSION,
+    EVICTION,
+    NS,
+    WATCH_PATH,
+    WL1,
+    WL2,
+    KueueFaults,
+    cond,
+    events,
+    get_flow,
 )
 
 # Watch tap

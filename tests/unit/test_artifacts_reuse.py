@@ -79,8 +79,8 @@ def test_pytest_puts_a_run_beside_an_earlier_one_and_says_so(tmp_path: Path) -> 
 
 def test_run_hands_pytest_a_new_folder_beside_an_earlier_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture) -> None:
-    from harness.env import local
     from harness.build import binaries
+    from harness.env import local
 
     art = tmp_path / "art"
     files = _earlier(art)
@@ -100,7 +100,7 @@ def test_run_hands_pytest_a_new_folder_beside_an_earlier_run(tmp_path: Path, mon
     assert cli.main(["run", "--artifacts-dir", str(art)]) == 0
     out, err = capsys.readouterr()
     (folder,) = given
-    assert folder.parent == art.resolve() and f"already holds a run (summary.json, env)" in err, err
+    assert folder.parent == art.resolve() and "already holds a run (summary.json, env)" in err, err
     assert f"Evidence: {folder}" in out, out
     _untouched(art, files)
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.kueue import versions
 from harness.build import binaries
 from harness.build import go as go_build
 from harness.build import kueue as kueue_build
 from harness.common.errors import HarnessError, UnservedVersion
+from harness.kueue import versions
 
 OVERRIDE_VARS = (
     "KUEUE_HARNESS_KUEUE_BINARY",

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import commands as cli
-from harness.kueue import versions
 from harness.build import binaries
 from harness.build import go as go_build
 from harness.build import kueue as kueue_build
+from harness.cli import commands as cli
 from harness.common.procs import is_alive
 from harness.common.waiting import wait_for
+from harness.kueue import versions
 
 
 def _script(path: Path, body: str) -> Path:

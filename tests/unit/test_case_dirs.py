@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.scenarios.plugin import _slug, case_dir
+from harness.scenarios.case import _slug, case_dir
 
 LONG = "cases/test_x.py::test_quota_oversubscription_with_hierarchical_cohorts_control"
 

@@ -12,10 +12,25 @@ from typing import Any
 
 import pytest
 
-from harness.objects import (
-    ClusterQueueBuilder, CohortBuilder, Quota, WorkloadBuilder, cluster_queue, cohort, quota, workload,
+from harness.checkers.model.quota import (
+    QuotaFinding,
+    StatusMismatch,
+    check_flavors_reservation,
+    check_quota,
+    holds_quota,
+    kueue_milli,
+    usage_by_cluster_queue,
 )
-from harness.checkers.model.quota import QuotaFinding, StatusMismatch, check_flavors_reservation, check_quota, holds_quota, kueue_milli, usage_by_cluster_queue
+from harness.objects import (
+    ClusterQueueBuilder,
+    CohortBuilder,
+    Quota,
+    WorkloadBuilder,
+    cluster_queue,
+    cohort,
+    quota,
+    workload,
+)
 
 GI = 2**30
 

@@ -10,14 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from harness.common.errors import HarnessError
-
 from harness.checkers import Selection, compose
+from harness.common.errors import HarnessError
 from harness.explore import driver, generate
 from harness.explore.minimize import drop_one, minimize, strengthen
 from harness.explore.model import (
-    After, Candidate, Move, Target, Unsatisfiable, move_from_dict, move_to_dict, plan_document, plan_key, plan_words,
-    render_rules, validate,
+    After,
+    Candidate,
+    Move,
+    Target,
+    Unsatisfiable,
+    move_from_dict,
+    move_to_dict,
+    plan_document,
+    plan_key,
+    plan_words,
+    render_rules,
+    validate,
 )
 from harness.explore.plugin import explore_selection, same_case
 from harness.explore.trace import Trace, target_of, workload_role

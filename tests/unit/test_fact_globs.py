@@ -15,10 +15,10 @@ import pytest
 from harness.cli import commands as cli
 from harness.nemesis import facts, kube
 from harness.plan import steps
-from harness.proxy.addons.state import ProxyState
-from harness.plan.rules import Trigger
-from harness.proxy.notices import notice
 from harness.plan.load import PlanError, parse_plan
+from harness.plan.rules import Trigger
+from harness.proxy.addons.state import ProxyState
+from harness.proxy.notices import notice
 from tests.unit.test_steps import NS, FakeApi, FakeWatchRest
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\n"

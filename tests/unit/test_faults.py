@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness.plan.rules import Match, Rule, RuleBook, RuleError, kubernetes_status
 from harness.kueue.api import KueueWrite
+from harness.plan.rules import Match, Rule, RuleBook, RuleError, kubernetes_status
 
 NS = "team-a"
 STATUS_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads/{name}/status?fieldManager={mgr}&force=true"

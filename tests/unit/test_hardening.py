@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from harness.plan.load import MAX_PLAN_BYTES, PlanError, load_plan, parse_plan
 from harness.plan.match import _nested_repeat
 from harness.plan.rules import Rule, RuleError
-from harness.plan.load import MAX_PLAN_BYTES, PlanError, load_plan, parse_plan
 
 HEADER = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\n"
 

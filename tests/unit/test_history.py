@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.history import record as history_mod
-from harness.kueue import log as kueue_log
 from harness.history.record import History
+from harness.kueue import log as kueue_log
 
 T0 = 1_750_000_000.0  # the fake clock's start; History.started
 

@@ -12,9 +12,9 @@ import json
 import pytest
 import yaml
 
+from harness.common.errors import EnvironmentNotReady, HarnessError
 from harness.env import incluster as ic
 from harness.env import kind
-from harness.common.errors import EnvironmentNotReady, HarnessError
 
 RELEASE_ARGS = ["--config=/controller_manager_config.yaml", "--zap-log-level=2"]
 

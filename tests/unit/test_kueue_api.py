@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 
-from harness.kueue.api import KueueWrite, ResourceRef, WatchEvent, classify_request, is_watch, parse_path, parse_watch_line, patch_type, rv_at_least
+from harness.kueue.api import (
+    KueueWrite,
+    ResourceRef,
+    WatchEvent,
+    classify_request,
+    is_watch,
+    parse_path,
+    parse_watch_line,
+    patch_type,
+    rv_at_least,
+)
 
 # ---------------------------------------------------------------------------------------------------------
 # Builders: Kueue v0.17 request shapes

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.kueue import versions
 from harness.build import kueue as kb
 from harness.common.errors import HarnessError, UnservedVersion
+from harness.kueue import versions
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.kueue import log as kueue_log
-from harness.kueue.log import ADMITTED, PREEMPTION_WAITING, PREEMPTED, count, excerpt, lines, parse_ts
+from harness.kueue.log import ADMITTED, PREEMPTED, PREEMPTION_WAITING, count, excerpt, lines, parse_ts
 
 T0 = datetime(2025, 3, 4, 5, 6, 7, tzinfo=timezone.utc).timestamp()
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checkers.model import lifecycle
 from harness import objects as o
 from harness.checkers import REGISTRY, Selection, compose, selection_with_defaults
 from harness.checkers.deletion import DeletionCompletes
 from harness.checkers.evictions import BoundedEvictions
 from harness.checkers.inactive import InactiveNeverScheduled
 from harness.checkers.liveness import Liveness
+from harness.checkers.model import lifecycle
 from harness.checkers.pods_quota import RunningPodsWithinQuota
 from harness.history.names import Names
 from tests.unit.test_report import NS, T0, ev

@@ -8,8 +8,8 @@ import argparse
 import pytest
 
 from harness.cli.bisect import case_target, verdict_of
-from harness.common.errors import HarnessError, UnservedVersion
 from harness.cli.matrix import aggregate, case_name, cell, parse_build, render_md, run_folder
+from harness.common.errors import HarnessError, UnservedVersion
 
 
 def test_parse_build_names_tags_refs_and_sources(tmp_path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from harness.checkers.deletion import DeletionCompletes
 from harness.checkers.monitor import InvariantMonitor
 from harness.history.names import Names
-from tests.unit.test_report import NS, T0, ev
+from tests.unit.test_report import NS, ev
 
 FIN = "kueue.x-k8s.io/resource-in-use"
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness.nemesis.runner import Nemesis
 from harness.common.waiting import wait_for
+from harness.nemesis.runner import Nemesis
 
 
 class FakeProxy:

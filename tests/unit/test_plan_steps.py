@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import commands as cli
-from harness.plan.rules import Rule
 from harness.plan.load import PlanError, load_plan, parse_plan
+from harness.plan.rules import Rule
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\n"
 

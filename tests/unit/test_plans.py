@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness.common.errors import HarnessError
-from harness.plan.rules import Rule
 from harness.plan.load import PLANS_DIR, Plan, PlanError, load_plan, parse_plan
+from harness.plan.rules import Rule
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: p\n"
 SHIPPED = sorted(p.stem for p in PLANS_DIR.glob("*.yaml"))

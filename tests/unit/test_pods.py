@@ -11,11 +11,10 @@ import pytest
 import yaml
 
 from harness import objects as o
-from harness.env import pods
 from harness.common.errors import HarnessError
-from harness.scenarios.plugin import _pods_nodes
 from harness.common.waiting import WaitTimeout
-
+from harness.env import pods
+from harness.scenarios.markers import _pods_nodes
 
 # --- the Node builder -------------------------------------------------------------------------------------
 

@@ -11,8 +11,8 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 
-from harness.proxy.addons import KueueFaults
 from harness.plan.load import parse_plan
+from harness.proxy.addons import KueueFaults
 
 NS = "team-a"
 WL1 = "job-job1-3f2a1"

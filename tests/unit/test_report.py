@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from harness import report
-from harness.cli import commands as cli
 from harness.checkers.liveness import Liveness
 from harness.checkers.log_flood import LogFlood
 from harness.checkers.quota import QuotaSafety
-from harness.history.names import Names
+from harness.cli import commands as cli
 from harness.common.redact import Redactor
+from harness.history.names import Names
 
 
 def check_liveness(h, objs, bound=15.0):

@@ -12,10 +12,10 @@ import re
 import pytest
 
 from harness import report
-from harness.history import repeats
 from harness.checkers import Selection, compose
 from harness.checkers.base import observed_until, within_case
 from harness.checkers.liveness import Liveness
+from harness.history import repeats
 from harness.history.names import Names
 from tests.unit.test_report import NS, WL1, WL2, kobj, log, stuck_history
 

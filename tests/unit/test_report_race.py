@@ -17,10 +17,10 @@ from mitmproxy import io as mio
 from mitmproxy.test import tflow
 
 from harness import report
+from harness.common.redact import Redactor
 from harness.history.record import History
 from harness.report import race
 from harness.report.write import cut_flows, dump_objects, write_case_bundle
-from harness.common.redact import Redactor
 from tests.unit.test_report import NS, T0, WL1, WL2, stuck_history
 
 TOKEN = "s3cret-kueue-token-0123456789"

@@ -15,13 +15,13 @@ from typing import Any
 from mitmproxy.test import taddons
 
 from harness.cli import commands as cli
+from harness.cli.bundle import rerun_commands
 from harness.history.names import Names
 from harness.plan.load import load_plan, shipped_plans
+from harness.proxy.addons import KueueFaults
 from harness.proxy.client import Proxy
-from harness.cli.bundle import rerun_commands
 from harness.report.markdown import _fault_rules, render_report
 from tests.unit.addon_flows import ADMISSION, WL1, add_rule, events, held, run, status_patch
-from harness.proxy.addons import KueueFaults
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from harness.checkers.assumptions import StepsDone
 from harness.checkers.base import rule_loads
-from harness.proxy.addons.state import ProxyState
 from harness.history.names import Names
 from harness.plan.load import parse_plan
+from harness.proxy.addons.state import ProxyState
 from harness.report.diagram import diagram_lines, validate_sequence_diagram
-from tests.unit.test_report import base, ev
+from tests.unit.test_report import base
 
 PLAN = """apiVersion: kueue-harness/v1
 kind: FaultPlan

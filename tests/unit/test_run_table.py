@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from harness.cli import commands as cli
-from harness.scenarios import plugin as pytest_plugin
-from harness.kueue import bugs, versions
+from harness.kueue import bugs
+from harness.scenarios import markers as pytest_plugin
 
 
 def _summary(*cases: dict) -> dict:
@@ -45,8 +45,8 @@ def test_run_prints_the_bugs_of_the_cases_that_ran(tmp_path: Path, monkeypatch: 
                                                    capsys: pytest.CaptureFixture) -> None:
     """`run -k sticky` end to end, with pytest's run replaced by one that writes the summary.json the plugin
     would (no environment starts: the table is what is checked)."""
-    from harness.env import local
     from harness.build import binaries
+    from harness.env import local
 
     art = tmp_path / "art"
     seen: list[list[str]] = []

@@ -13,10 +13,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from harness.cli import bundle as from_session
 from harness.cli import commands as cli
 from harness.common.errors import HarnessError
 from harness.common.procs import proc_start_time
-from harness.cli import bundle as from_session
 from tests.unit.test_report import CQ, NS, WL1, WL2, stuck_history, workload
 from tests.unit.test_report_race import TOKEN, _owner, _session_flows
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import bundle as from_session
 from harness.cli import commands as cli
 from harness.common.procs import proc_start_time
-from harness.cli import bundle as from_session
 from tests.unit.test_report import CQ, NS, T0, WL1, workload
 
 STEP = {"id": "bad-wl", "action": "create", "create": [{"kind": "Workload", "metadata": {"name": "bad-wl"}}]}

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import commands as cli
+from harness.common.waiting import wait_for
+from harness.plan.load import parse_plan
 from harness.proxy.addons.state import EndedHold
 from harness.proxy.notices import EventFollower, notice
-from harness.plan.load import parse_plan
-from harness.common.waiting import wait_for
 from tests.unit.addon_flows import ADMISSION, NS, WL1, WL2, status_patch
 from tests.unit.live_proxy import LiveProxy
 

@@ -14,11 +14,24 @@ import json
 import pytest
 from mitmproxy.test import taddons
 
+from harness.plan.load import parse_plan
 from harness.plan.rules import FlowRecord, Rule, RuleError, Trigger, fact_value, trigger_satisfied
 from harness.proxy.addons import KueueFaults
-from harness.plan.load import parse_plan
-from tests.unit.addon_flows import (ADMISSION, EVICTION, NS, WL1, WL2, add_rule, events, held, run, server_response,
-                                    status_patch, until, workload_json)
+from tests.unit.addon_flows import (
+    ADMISSION,
+    EVICTION,
+    NS,
+    WL1,
+    WL2,
+    add_rule,
+    events,
+    held,
+    run,
+    server_response,
+    status_patch,
+    until,
+    workload_json,
+)
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\n"
 

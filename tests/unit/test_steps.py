@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from harness.common.waiting import wait_for
 from harness.kueue import log as kueue_log
 from harness.nemesis import facts, kube
+from harness.nemesis.runner import Nemesis
 from harness.plan import steps
 from harness.plan.rules import Trigger
-from harness.nemesis.runner import Nemesis
-from harness.common.waiting import wait_for
 from tests.unit.test_nemesis import FakeProxy
 
 NS = "team-a"

@@ -17,8 +17,8 @@ import pytest
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 
-from harness.plan.rules import FlowRecord, Trigger, kubernetes_status, trigger_satisfied
 from harness.plan.load import load_plan, parse_plan
+from harness.plan.rules import FlowRecord, Trigger, kubernetes_status, trigger_satisfied
 from harness.proxy.addons import KueueFaults
 
 T = TypeVar("T")

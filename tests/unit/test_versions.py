@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.kueue import versions
 from harness.common.errors import HarnessError, UnservedVersion
-from harness.kueue import bugs
+from harness.kueue import bugs, versions
 from harness.kueue.bugs import KNOWN_BUGS, KnownBug
 
 BUG_11480 = KNOWN_BUGS["kubernetes-sigs/kueue#11480"]
@@ -152,8 +151,8 @@ def test_a_build_with_a_fix_patch_is_fixed_and_other_patches_keep_the_base() -> 
 
 def test_a_broken_bug_yaml_fails_only_what_reads_the_bugs(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     """KNOWN_BUGS is read on first use: importing harness.kueue.bugs (every CLI command) never reads bug.yaml."""
-    from harness.kueue import bugs
     from harness.common.errors import HarnessError
+    from harness.kueue import bugs
 
     bad = tmp_path / "bug.yaml"
     bad.write_text("bugs: [\n")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.common.waiting import wait_for
 from harness.nemesis import facts
 from harness.nemesis.runner import Nemesis
 from harness.plan.load import PlanError, parse_plan
-from harness.common.waiting import wait_for
 from tests.unit.test_nemesis import FakeProxy
 
 HEAD = "apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: t\nsteps:\n"

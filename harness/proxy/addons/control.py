@@ -20,8 +20,8 @@ from urllib.parse import unquote, urlsplit
 from mitmproxy import ctx
 
 from harness.kueue import api as kueue_api
-from harness.proxy.addons.state import Decision, ProxyState
 from harness.plan.rules import Rule, RuleError, rule_set_errors
+from harness.proxy.addons.state import Decision, ProxyState
 
 MAX_CONTROL_BODY = 1 << 20
 #: What the harness may report about a finished signal (process fault, step): `signal_done`'s extra fields.

@@ -11,8 +11,8 @@ from typing import Any
 
 from mitmproxy import http
 
-from harness.proxy.addons.state import Decision, FlowState, ProxyState
 from harness.plan.rules import Rule, kubernetes_status
+from harness.proxy.addons.state import Decision, FlowState, ProxyState
 
 
 def fail_flow(flow: http.HTTPFlow, status: int, reason: str, message: str) -> None:

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.plan.rules import FlowRecord, Rule, RuleBook, RuleError, Trigger, trigger_satisfied, validate_rule_set
 from harness.kueue.api import KueueWrite
+from harness.plan.rules import FlowRecord, Rule, RuleBook, RuleError, Trigger, trigger_satisfied, validate_rule_set
 from harness.proxy.notices import clock
 
 #: How many ended holds the proxy remembers (to answer `release ID` of one that is gone).
