@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness.cli import commands as cli
+from harness.cli import manual as cli
 from harness.nemesis import facts, kube
 from harness.plan import steps
 from harness.plan.load import PlanError, parse_plan

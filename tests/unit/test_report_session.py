@@ -14,7 +14,7 @@ from typing import Any
 
 from mitmproxy.test import taddons
 
-from harness.cli import commands as cli
+from harness.cli import manual as cli
 from harness.cli.bundle import rerun_commands
 from harness.history.names import Names
 from harness.plan.load import load_plan, shipped_plans

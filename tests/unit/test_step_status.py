@@ -6,7 +6,7 @@ notices write one line per step done or failed, in the proxy's order."""
 
 from __future__ import annotations
 
-from harness.cli import commands as cli
+from harness.cli import manual as cli
 from harness.plan.load import parse_plan
 from harness.proxy.addons.state import ProxyState
 from harness.proxy.notices import notice
