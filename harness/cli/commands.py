@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     mx.add_argument("-k", help="only cases matching this pytest -k expression")
     mx.add_argument("--out", help="folder for matrix.json, matrix.md and each build's run (default artifacts/matrix-<time>)")
     mx.set_defaults(func=_cmd_matrix)
-    from harness.explore import driver as explore  # `explore` and `explore merge` (harness/explore/driver.py)
+    from harness.explore import command as explore  # `explore` and `explore merge` (harness/explore/command.py)
 
     explore.add_parser(sub, _add_kueue_options)
     bs = sub.add_parser("bisect", help="find the first commit where a case's verdict changes (drives git bisect)")

@@ -39,6 +39,7 @@ from harness.common.errors import HarnessError
 from harness.explore import PROGRESS_FILE, RESULT_FILE, generate
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
+from harness.explore.tables import render_summary
 from harness.explore.trace import Trace
 
 ROOT = paths.ROOT
@@ -50,8 +51,6 @@ OTHERS_EVERY = 4
 #: Plans with one more move tried for a violation that reproduced only sometimes (minimize.strengthen).
 STRENGTHEN = 6
 
-
-# ---- cases ---------------------------------------------------------------------------------------
 
 def resolve_case(text: str, cases_dir: Path = CASES_DIR) -> str:
     """A node id ("cases/kueue_11480/test_stuck_preemption.py::test_stuck_preemption_control") for a node id
@@ -111,8 +110,6 @@ def outcome(result: dict[str, Any] | None) -> tuple[str, str]:
         return "discarded", "; ".join(f"{f['check']}: {f.get('evidence') or f.get('summary')}" for f in failed)[:300]
     return "error", str(result.get("reason") or "")[:300]
 
-
-# ---- the search state ----------------------------------------------------------------------------
 
 @dataclass
 class RunRecord:
@@ -531,155 +528,3 @@ class Explorer:
         (self.out / "explore.json").write_text(json.dumps(result, indent=1, default=str))
         (self.out / "summary.md").write_text(render_summary(result))
         return result
-
-
-# ---- tables --------------------------------------------------------------------------------------
-
-def render_summary(result: dict[str, Any]) -> str:
-    """The summary table (markdown) of one exploration or of a merge."""
-    c = result["counts"]
-    cases = ", ".join(x.split("::")[-1] for x in result["cases"])
-    shard = result.get("shard") or [1, 1]
-    lines = [f"# kueue-harness explore: {cases} on Kueue {result['kueue']}"
-             + (f" (shard {shard[0]}/{shard[1]})" if shard[1] > 1 else ""), "",
-             "| perturbations tried | discarded | errors | not run (blocked) | violations | distinct violations | no-op runs "
-             "| false positives | minutes |",
-             "|---|---|---|---|---|---|---|---|---|",
-             f"| {c['tried']} | {c['discarded']} | {c['errors']} | {c.get('pruned_blocked', 0)} | {c['violations']} "
-             f"| {c['distinct']} | {c['noop_runs']} | {c['false_positives']} | {result['minutes']:.1f} |", ""]
-    if result["findings"]:
-        lines += ["| violation | first found (run, perturbations, minutes) | minimal plan | reproduced | plan file | evidence bundle |",
-                  "|---|---|---|---|---|---|"]
-        for f in result["findings"]:
-            lines.append(f"| `{f['key']}` | {f['first_run']}, {f['first_index']}, {f['first_minutes']:.1f} | "
-                         f"{f.get('minimal_words', f['plan'])} | {f.get('reproduced', '-')} | {f.get('file', '-')} | "
-                         f"{f.get('bundle') or '-'} |")
-    else:
-        lines.append("No violation found.")
-    if c["tried"] and c["errors"] >= c["tried"]:
-        lines.append(f"WARNING: all {c['tried']} perturbations ended in error, so nothing was judged: read "
-                     "batches/*/pytest.log (e.g. the Kueue build or a case that fails on its own).")
-    return "\n".join(lines) + "\n"
-
-
-def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
-    """One table from several explorations (the shards of one search): counts summed, minutes the longest
-    shard's (machine minutes summed apart), distinct violations joined by key (the earliest finding kept).
-    Raises HarnessError for a folder without explore.json."""
-    parts = []
-    seen: set[Path] = set()
-    for d in dirs:
-        real = Path(d).resolve()
-        if real in seen:
-            raise HarnessError(f"explore merge: {d} is given twice (its runs would count twice)")
-        seen.add(real)
-        if out is not None and out.resolve() == real:
-            raise HarnessError(f"explore merge: --out {out} is one of the explorations merged: give a new folder "
-                               "(merging never overwrites an exploration)")
-        f = Path(d) / "explore.json"
-        if not f.is_file():
-            raise HarnessError(f"{d}: no explore.json (a folder written by `kueue-harness explore --out`)")
-        try:
-            p = json.loads(f.read_text())
-            if not (isinstance(p, dict) and isinstance(p.get("counts"), dict) and isinstance(p.get("findings"), list)
-                    and isinstance(p.get("cases"), list) and "kueue" in p and "minutes" in p):
-                raise ValueError("not the shape explore writes (counts, findings, cases, kueue, minutes)")
-        except (ValueError, UnicodeDecodeError) as e:
-            raise HarnessError(f"{f}: not an explore.json kueue-harness wrote ({str(e)[:200]}); copy it again from "
-                               "the shard's run") from None
-        parts.append(p)
-    if not parts:
-        raise HarnessError("explore merge: give the folders of the explorations to merge")
-    builds = sorted({str(p["kueue"]) for p in parts})
-    if len(builds) > 1:
-        raise HarnessError(f"explore merge: these explorations ran different Kueue builds ({', '.join(builds)}); "
-                           "merge the shards of one build at a time")
-    counts: dict[str, int] = {}
-    for p in parts:
-        for k, v in p["counts"].items():
-            counts[k] = counts.get(k, 0) + int(v)
-    findings: dict[str, dict[str, Any]] = {}
-    for p in parts:
-        for f in p["findings"]:
-            old = findings.get(f["key"])
-            if old is None or f["first_minutes"] < old["first_minutes"]:
-                findings[f["key"]] = {**f, "shard": p.get("shard")}
-    counts["distinct"] = len(findings)
-    result = {"cases": sorted({c for p in parts for c in p["cases"]}), "kueue": parts[0]["kueue"],
-              "shard": [1, 1], "minutes": max(p["minutes"] for p in parts),
-              "machine_minutes": round(sum(p["minutes"] for p in parts), 2), "counts": counts,
-              "findings": sorted(findings.values(), key=lambda f: f["key"]), "merged": [str(d) for d in dirs],
-              "shards": [p.get("shard") for p in parts]}
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "explore.json").write_text(json.dumps(result, indent=1, default=str))
-        (out / "summary.md").write_text(render_summary(result))
-    return result
-
-
-# ---- CLI -----------------------------------------------------------------------------------------
-
-def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
-    ex = sub.add_parser("explore", help="find orderings that break Kueue, starting from control cases' reference "
-                                        "runs; `explore merge DIR...` joins the tables of shards")
-    ex.add_argument("cases", nargs="+", metavar="CASE",
-                    help="control cases: node ids or names (test_stuck_preemption_control); or `merge DIR...`")
-    add_kueue_options(ex)
-    ex.add_argument("--out", help="the exploration's folder (default artifacts/explore-<time>)")
-    ex.add_argument("--minutes", type=float, default=30.0, help="wall-time budget of the search (default 30)")
-    ex.add_argument("--max-runs", type=int, default=400, help="at most this many perturbations (default 400)")
-    ex.add_argument("--batch", type=int, default=10, help="runs per pytest process, i.e. per environment (default 10)")
-    ex.add_argument("--shard", help="I/N: run the I-th of N disjoint shards of the root perturbations")
-    ex.add_argument("--max-depth", type=int, default=3, help="moves per plan at most (default 3)")
-    ex.add_argument("--min-runs", type=int, default=5, help="runs per plan when confirming, strengthening and "
-                                                            "minimising a violation (default 5)")
-    ex.add_argument("--noop-every", type=int, default=20, help="a no-op run every N perturbations (default 20)")
-    ex.add_argument("--reference", help="reuse the reference runs of an earlier exploration's folder")
-    ex.add_argument("--stop-after", type=int, help="stop once this many distinct violations were found")
-    ex.add_argument("--reference-only", action="store_true",
-                    help="only run the reference runs (for shards on other machines: --reference DIR)")
-    ex.set_defaults(func=cli)
-
-
-def cli(args: Any) -> int:
-    if args.cases and args.cases[0] == "merge":
-        dirs = [Path(d) for d in args.cases[1:]]
-        out = Path(args.out) if args.out else None
-        result = merge(dirs, out)
-        print(render_summary(result), end="")
-        if out is not None:
-            print(f"\nmerged: {out / 'summary.md'} and explore.json")
-        return 0
-    from harness.build import binaries
-    from harness.build.kueue import KueueSpec
-
-    try:
-        shard = generate.parse_shard(args.shard)
-    except ValueError as e:
-        raise HarnessError(str(e)) from None
-    for k in ("minutes", "max_runs", "batch", "max_depth", "min_runs", "noop_every"):
-        if getattr(args, k) is not None and getattr(args, k) <= 0:
-            raise HarnessError(f"--{k.replace('_', '-')} must be above 0, got {getattr(args, k)}")
-    cases = [resolve_case(c) for c in args.cases]
-    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
-                                  getattr(args, "kueue_patch", None))
-    out = Path(args.out or Path("artifacts") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    if out.is_dir() and any(out.iterdir()):
-        raise HarnessError(f"--out {out} already holds files (an earlier exploration?): evidence is never overwritten. "
-                           "Give a new folder; `--reference DIR` reuses an earlier exploration's reference runs")
-    print(f"[explore] Kueue {spec.wanted}: building (or finding) the binaries")
-    binaries.ensure_all(spec, lambda line: print(f"    {line}"))
-    ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
-                  max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
-                  reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
-                  reference_only=args.reference_only)
-    def interrupted(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt  # run_batch stops the batch's pytest process group; the table is written
-
-    signal.signal(signal.SIGTERM, interrupted)
-    signal.signal(signal.SIGINT, interrupted)  # also when started in the background (SIGINT ignored)
-    result = ex.run()
-    print()
-    print(render_summary(result), end="")
-    print(f"\nexplore: {out / 'summary.md'}, explore.json, findings/, every run's plan under plans/ and evidence under batches/")
-    return 0

@@ -12,7 +12,7 @@ import pytest
 
 from harness.checkers import Selection, compose
 from harness.common.errors import HarnessError
-from harness.explore import driver, generate
+from harness.explore import command, driver, generate, tables
 from harness.explore.minimize import drop_one, minimize, strengthen
 from harness.explore.model import (
     After,
@@ -364,24 +364,24 @@ def test_merge_sums_shards_and_keeps_the_earliest_finding(tmp_path: Path) -> Non
         (d / "explore.json").write_text(json.dumps({"cases": ["c"], "kueue": "v0.17.0", "shard": [i, 2],
                                                     "minutes": minutes, "counts": counts,
                                                     "findings": [{**f, "first_minutes": f["first_minutes"] * i}]}))
-    r = driver.merge([tmp_path / "s1", tmp_path / "s2"], tmp_path / "all")
+    r = tables.merge([tmp_path / "s1", tmp_path / "s2"], tmp_path / "all")
     assert r["counts"]["tried"] == 10 and r["counts"]["distinct"] == 1 and r["minutes"] == 9.0
     assert r["machine_minutes"] == 16.5 and r["findings"][0]["first_minutes"] == 2.0
     assert "| 10 | 2 | 0 | 4 | 2 | 1 | 2 | 0 | 9.0 |" in (tmp_path / "all" / "summary.md").read_text()
     with pytest.raises(Exception, match="no explore.json"):
-        driver.merge([tmp_path])
+        tables.merge([tmp_path])
     with pytest.raises(HarnessError, match="given twice"):
-        driver.merge([tmp_path / "s1", tmp_path / "s1"])
+        tables.merge([tmp_path / "s1", tmp_path / "s1"])
     with pytest.raises(HarnessError, match="one of the explorations merged"):
-        driver.merge([tmp_path / "s1", tmp_path / "s2"], tmp_path / "s2")
+        tables.merge([tmp_path / "s1", tmp_path / "s2"], tmp_path / "s2")
     for bad in ("{not json", "[]", '{"cases": 5}', b"\xff\xfe"):
         (tmp_path / "s2" / "explore.json").write_bytes(bad if isinstance(bad, bytes) else bad.encode())
         with pytest.raises(HarnessError, match="not an explore.json kueue-harness wrote"):
-            driver.merge([tmp_path / "s1", tmp_path / "s2"])
+            tables.merge([tmp_path / "s1", tmp_path / "s2"])
     other = json.loads((tmp_path / "s1" / "explore.json").read_text())
     (tmp_path / "s2" / "explore.json").write_text(json.dumps({**other, "kueue": "v0.17.4"}))
     with pytest.raises(HarnessError, match="different Kueue builds"):
-        driver.merge([tmp_path / "s1", tmp_path / "s2"])
+        tables.merge([tmp_path / "s1", tmp_path / "s2"])
 
 
 def test_explore_refuses_an_out_folder_that_holds_files_and_takes_patches(tmp_path: Path, monkeypatch) -> None:
@@ -406,7 +406,7 @@ def test_explore_refuses_an_out_folder_that_holds_files_and_takes_patches(tmp_pa
                               kueue_source=None, kueue_repo=None, kueue_patch=[str(patch)], out=str(tmp_path / "old"),
                               reference=None, stop_after=None, reference_only=False)
     with pytest.raises(HarnessError, match="already holds files"):
-        driver.cli(args)
+        command.cli(args)
     assert seen["args"][-1] == [str(patch)]
 
 

@@ -1,0 +1,82 @@
+"""`kueue-harness explore`: its options (cases, the Kueue build, minutes, shards, reference runs, --out) and the
+command that runs an Explorer (driver.py) with progress lines, SIGINT/SIGTERM kept as a partial table, or
+merges shards (tables.py).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.common.errors import HarnessError
+from harness.explore import generate
+from harness.explore.driver import Explorer, resolve_case
+from harness.explore.tables import merge, render_summary
+
+
+def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
+    ex = sub.add_parser("explore", help="find orderings that break Kueue, starting from control cases' reference "
+                                        "runs; `explore merge DIR...` joins the tables of shards")
+    ex.add_argument("cases", nargs="+", metavar="CASE",
+                    help="control cases: node ids or names (test_stuck_preemption_control); or `merge DIR...`")
+    add_kueue_options(ex)
+    ex.add_argument("--out", help="the exploration's folder (default artifacts/explore-<time>)")
+    ex.add_argument("--minutes", type=float, default=30.0, help="wall-time budget of the search (default 30)")
+    ex.add_argument("--max-runs", type=int, default=400, help="at most this many perturbations (default 400)")
+    ex.add_argument("--batch", type=int, default=10, help="runs per pytest process, i.e. per environment (default 10)")
+    ex.add_argument("--shard", help="I/N: run the I-th of N disjoint shards of the root perturbations")
+    ex.add_argument("--max-depth", type=int, default=3, help="moves per plan at most (default 3)")
+    ex.add_argument("--min-runs", type=int, default=5, help="runs per plan when confirming, strengthening and "
+                                                            "minimising a violation (default 5)")
+    ex.add_argument("--noop-every", type=int, default=20, help="a no-op run every N perturbations (default 20)")
+    ex.add_argument("--reference", help="reuse the reference runs of an earlier exploration's folder")
+    ex.add_argument("--stop-after", type=int, help="stop once this many distinct violations were found")
+    ex.add_argument("--reference-only", action="store_true",
+                    help="only run the reference runs (for shards on other machines: --reference DIR)")
+    ex.set_defaults(func=cli)
+
+
+def cli(args: Any) -> int:
+    if args.cases and args.cases[0] == "merge":
+        dirs = [Path(d) for d in args.cases[1:]]
+        out = Path(args.out) if args.out else None
+        result = merge(dirs, out)
+        print(render_summary(result), end="")
+        if out is not None:
+            print(f"\nmerged: {out / 'summary.md'} and explore.json")
+        return 0
+    from harness.build import binaries
+    from harness.build.kueue import KueueSpec
+
+    try:
+        shard = generate.parse_shard(args.shard)
+    except ValueError as e:
+        raise HarnessError(str(e)) from None
+    for k in ("minutes", "max_runs", "batch", "max_depth", "min_runs", "noop_every"):
+        if getattr(args, k) is not None and getattr(args, k) <= 0:
+            raise HarnessError(f"--{k.replace('_', '-')} must be above 0, got {getattr(args, k)}")
+    cases = [resolve_case(c) for c in args.cases]
+    spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
+                                  getattr(args, "kueue_patch", None))
+    out = Path(args.out or Path("artifacts") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    if out.is_dir() and any(out.iterdir()):
+        raise HarnessError(f"--out {out} already holds files (an earlier exploration?): evidence is never overwritten. "
+                           "Give a new folder; `--reference DIR` reuses an earlier exploration's reference runs")
+    print(f"[explore] Kueue {spec.wanted}: building (or finding) the binaries")
+    binaries.ensure_all(spec, lambda line: print(f"    {line}"))
+    ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
+                  max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
+                  reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
+                  reference_only=args.reference_only)
+    def interrupted(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # run_batch stops the batch's pytest process group; the table is written
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)  # also when started in the background (SIGINT ignored)
+    result = ex.run()
+    print()
+    print(render_summary(result), end="")
+    print(f"\nexplore: {out / 'summary.md'}, explore.json, findings/, every run's plan under plans/ and evidence under batches/")
+    return 0

@@ -1,0 +1,94 @@
+"""What an exploration tells people: summary.md (the table of runs, violations, findings and false positives)
+rendered from explore.json, and `kueue-harness explore merge DIR...`, which joins the tables of shards that
+share a reference.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.common.errors import HarnessError
+
+
+def render_summary(result: dict[str, Any]) -> str:
+    """The summary table (markdown) of one exploration or of a merge."""
+    c = result["counts"]
+    cases = ", ".join(x.split("::")[-1] for x in result["cases"])
+    shard = result.get("shard") or [1, 1]
+    lines = [f"# kueue-harness explore: {cases} on Kueue {result['kueue']}"
+             + (f" (shard {shard[0]}/{shard[1]})" if shard[1] > 1 else ""), "",
+             "| perturbations tried | discarded | errors | not run (blocked) | violations | distinct violations | no-op runs "
+             "| false positives | minutes |",
+             "|---|---|---|---|---|---|---|---|---|",
+             f"| {c['tried']} | {c['discarded']} | {c['errors']} | {c.get('pruned_blocked', 0)} | {c['violations']} "
+             f"| {c['distinct']} | {c['noop_runs']} | {c['false_positives']} | {result['minutes']:.1f} |", ""]
+    if result["findings"]:
+        lines += ["| violation | first found (run, perturbations, minutes) | minimal plan | reproduced | plan file | evidence bundle |",
+                  "|---|---|---|---|---|---|"]
+        for f in result["findings"]:
+            lines.append(f"| `{f['key']}` | {f['first_run']}, {f['first_index']}, {f['first_minutes']:.1f} | "
+                         f"{f.get('minimal_words', f['plan'])} | {f.get('reproduced', '-')} | {f.get('file', '-')} | "
+                         f"{f.get('bundle') or '-'} |")
+    else:
+        lines.append("No violation found.")
+    if c["tried"] and c["errors"] >= c["tried"]:
+        lines.append(f"WARNING: all {c['tried']} perturbations ended in error, so nothing was judged: read "
+                     "batches/*/pytest.log (e.g. the Kueue build or a case that fails on its own).")
+    return "\n".join(lines) + "\n"
+
+
+def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
+    """One table from several explorations (the shards of one search): counts summed, minutes the longest
+    shard's (machine minutes summed apart), distinct violations joined by key (the earliest finding kept).
+    Raises HarnessError for a folder without explore.json."""
+    parts = []
+    seen: set[Path] = set()
+    for d in dirs:
+        real = Path(d).resolve()
+        if real in seen:
+            raise HarnessError(f"explore merge: {d} is given twice (its runs would count twice)")
+        seen.add(real)
+        if out is not None and out.resolve() == real:
+            raise HarnessError(f"explore merge: --out {out} is one of the explorations merged: give a new folder "
+                               "(merging never overwrites an exploration)")
+        f = Path(d) / "explore.json"
+        if not f.is_file():
+            raise HarnessError(f"{d}: no explore.json (a folder written by `kueue-harness explore --out`)")
+        try:
+            p = json.loads(f.read_text())
+            if not (isinstance(p, dict) and isinstance(p.get("counts"), dict) and isinstance(p.get("findings"), list)
+                    and isinstance(p.get("cases"), list) and "kueue" in p and "minutes" in p):
+                raise ValueError("not the shape explore writes (counts, findings, cases, kueue, minutes)")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise HarnessError(f"{f}: not an explore.json kueue-harness wrote ({str(e)[:200]}); copy it again from "
+                               "the shard's run") from None
+        parts.append(p)
+    if not parts:
+        raise HarnessError("explore merge: give the folders of the explorations to merge")
+    builds = sorted({str(p["kueue"]) for p in parts})
+    if len(builds) > 1:
+        raise HarnessError(f"explore merge: these explorations ran different Kueue builds ({', '.join(builds)}); "
+                           "merge the shards of one build at a time")
+    counts: dict[str, int] = {}
+    for p in parts:
+        for k, v in p["counts"].items():
+            counts[k] = counts.get(k, 0) + int(v)
+    findings: dict[str, dict[str, Any]] = {}
+    for p in parts:
+        for f in p["findings"]:
+            old = findings.get(f["key"])
+            if old is None or f["first_minutes"] < old["first_minutes"]:
+                findings[f["key"]] = {**f, "shard": p.get("shard")}
+    counts["distinct"] = len(findings)
+    result = {"cases": sorted({c for p in parts for c in p["cases"]}), "kueue": parts[0]["kueue"],
+              "shard": [1, 1], "minutes": max(p["minutes"] for p in parts),
+              "machine_minutes": round(sum(p["minutes"] for p in parts), 2), "counts": counts,
+              "findings": sorted(findings.values(), key=lambda f: f["key"]), "merged": [str(d) for d in dirs],
+              "shards": [p.get("shard") for p in parts]}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "explore.json").write_text(json.dumps(result, indent=1, default=str))
+        (out / "summary.md").write_text(render_summary(result))
+    return result
