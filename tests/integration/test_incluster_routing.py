@@ -33,8 +33,8 @@ import yaml
 
 from harness.build import binaries
 from harness.common.procs import ProcessGroup, is_alive
-from harness.env import incluster as ic
 from harness.env import kind
+from harness.env import routing as ic
 from harness.env.local import runs_root
 from harness.proxy.client import Proxy
 

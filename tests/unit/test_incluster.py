@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from harness.common.errors import EnvironmentNotReady, HarnessError
-from harness.env import incluster as ic
 from harness.env import kind
+from harness.env import routing as ic
 
 RELEASE_ARGS = ["--config=/controller_manager_config.yaml", "--zap-log-level=2"]
 
