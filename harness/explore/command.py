@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.common.errors import HarnessError
 from harness.explore import generate

@@ -30,13 +30,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from harness.checkers import REGISTRY
 from harness.common import paths
 from harness.common.errors import HarnessError
-from harness.explore import PROGRESS_FILE, RESULT_FILE, generate
+from harness.explore import PROGRESS_FILE, RESULT_FILE, generate, oracles, salvage
+from harness.explore.findings import clusters, violation_keys
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
 from harness.explore.tables import render_summary
@@ -50,6 +53,8 @@ BATCH_SECONDS_PER_RUN = 90.0
 OTHERS_EVERY = 4
 #: Plans with one more move tried for a violation that reproduced only sometimes (minimize.strengthen).
 STRENGTHEN = 6
+#: Share of the budget that confirming and minimising findings may take in all (issue 25: <= 15 %).
+MINIMIZE_SHARE = 0.15
 
 
 def resolve_case(text: str, cases_dir: Path = CASES_DIR) -> str:
@@ -62,11 +67,11 @@ def resolve_case(text: str, cases_dir: Path = CASES_DIR) -> str:
         return text
     found = []
     for f in sorted(cases_dir.rglob("test_*.py")):
-        if re.search(rf"^def {re.escape(text)}\(", f.read_text(), re.M):
+        if re.search(rf"^def {re.escape(text)}\(", f.read_text(), re.MULTILINE):
             found.append(f"{f.relative_to(ROOT)}::{text}")
     if len(found) != 1:
         controls = sorted({m for f in cases_dir.rglob("test_*.py")
-                           for m in re.findall(r"^def (test_\w+_control)\(", f.read_text(), re.M)})
+                           for m in re.findall(r"^def (test_\w+_control)\(", f.read_text(), re.MULTILINE)})
         what = "no case" if not found else f"{len(found)} cases"
         raise HarnessError(f"{what} named {text!r} under {cases_dir}; give a node id (file::name) or one of the "
                            f"control cases: {', '.join(controls)}")
@@ -75,26 +80,6 @@ def resolve_case(text: str, cases_dir: Path = CASES_DIR) -> str:
 
 def case_slug(nodeid: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", nodeid.split("::")[-1].lower()).strip("-")
-
-
-#: How a liveness violation went (harness/checkers/liveness.py summaries): part of its key, so a Workload
-#: stuck for ever and one admitted late are two findings.
-_LIVENESS_HOW = (("is stuck", "stuck"), ("got quota only after", "late"), ("got no quota", "never"))
-
-
-def violation_keys(findings: list[dict[str, Any]]) -> list[str]:
-    """"checker:subject[:how]" for each violated invariant finding: "liveness:job2:stuck", "quota:cq" (the
-    subject is the first name of the finding's summary, after "transient:" and "ClusterQueue")."""
-    out = []
-    for f in findings:
-        if f.get("result") != "violated" or f.get("assumption"):
-            continue
-        summary = str(f.get("summary", ""))
-        words = re.sub(r"^(transient:\s*)?((ClusterQueue|cohort|Workload)\s+)?", "", summary).split()
-        key = f"{f.get('check')}:{words[0].rstrip(':,') if words else '?'}"
-        how = next((h for text, h in _LIVENESS_HOW if text in summary), None) if f.get("check") == "liveness" else None
-        out.append(f"{key}:{how}" if how else key)
-    return sorted(set(out))
 
 
 def outcome(result: dict[str, Any] | None) -> tuple[str, str]:
@@ -132,6 +117,11 @@ class RunRecord:
     plan: str = ""
     evidence: str = ""
     bundle: str = ""
+    #: A discarded run's violated invariants (salvage.violated_keys): counted and listed, and replayed as
+    #: the plan that happened (salvage.as_happened) when only the plan's own assumption failed.
+    violated: list[str] = field(default_factory=list)
+    #: What became of such a run: "kept as <key>", "replay did not reproduce", "not replayable".
+    salvage: str = ""
 
 
 class Explorer:
@@ -166,6 +156,12 @@ class Explorer:
         self.pruned = 0
         self.pops = 0
         self.kueue_version = ""
+        #: case -> the oracles its reference run makes meaningful (oracles.choose).
+        self.oracles: dict[str, dict[str, dict[str, Any]]] = {}
+        #: Seconds spent confirming and minimising findings so far (MINIMIZE_SHARE of the budget at most).
+        self.minimize_spent = 0.0
+        #: Runs of this batch finished so far, by outcome word (the progress lines' counters).
+        self.batch_tally: dict[str, int] = {}
 
     # ---- helpers ----------------------------------------------------------------------------
     def minutes(self) -> float:
@@ -201,6 +197,8 @@ class Explorer:
         real = [r for r in self.runs if r.role == "perturbation"]
         noop = [r for r in self.runs if r.role == "noop"]
         return {"tried": len(real), "discarded": sum(r.outcome == "discarded" for r in real),
+                "discarded_violating": sum(bool(r.violated) for r in real),
+                "salvaged": sum(r.salvage.startswith("kept") for r in real),
                 "errors": sum(r.outcome == "error" for r in real), "passed": sum(r.outcome == "passed" for r in real),
                 "violations": sum(r.outcome == "violation" for r in real), "distinct": len(self.findings),
                 "pruned_blocked": self.pruned,
@@ -221,7 +219,8 @@ class Explorer:
             pfile.parent.mkdir(parents=True, exist_ok=True)
             pfile.write_text(plan_document(moves, f"explore-{rid}", header=f"kueue-harness explore run {rid} on {case}"))
             runs.append({"id": rid, "case": case, "plan": str(pfile),
-                         "words": cand.words() if cand is not None else "no fault (observe only)"})
+                         "words": cand.words() if cand is not None else "no fault (observe only)",
+                         "oracles": self.oracles.get(case, {}), "not_judged": oracles.not_judged(moves)})
         (bdir / "runs.json").write_text(json.dumps({"runs": runs}, indent=1))
         targets = sorted({r["case"] for r in runs})
         cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rN", "--no-verdict-table",
@@ -229,6 +228,7 @@ class Explorer:
                "--explore-bundles=violations"]
         progress = bdir / PROGRESS_FILE
         seen = 0
+        self.batch_tally = {}
         with open(bdir / "pytest.log", "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
@@ -280,12 +280,18 @@ class Explorer:
         return out
 
     def _progress(self, line: dict[str, Any], k: int, n: int) -> None:
+        """A progress line; its counters are the table's (counts()) plus this batch's runs so far."""
         c = self.counts()
         what = {"reproduced": "VIOLATION", "passed": "passed"}.get(str(line.get("verdict")),
                                                                   "discarded" if line.get("assumption_failed") else "error")
+        real = not str(line.get("run", "")).split("-")[-1].startswith(("n", "m", "ref", "r"))
+        if real:
+            self.batch_tally[what] = self.batch_tally.get(what, 0) + 1
+        t = self.batch_tally
         self.say(f"[explore {self.minutes():5.1f} min] batch {self.batches} run {k}/{n} {line.get('run')}: "
-                 f"{what} ({line.get('seconds', 0):.1f}s) | before this batch: tried {c['tried']}, "
-                 f"discarded {c['discarded']}, violations {c['violations']} ({c['distinct']} distinct), "
+                 f"{what} ({line.get('seconds', 0):.1f}s) | tried {c['tried'] + sum(t.values())}, "
+                 f"discarded {c['discarded'] + t.get('discarded', 0)}, "
+                 f"violations {c['violations'] + t.get('VIOLATION', 0)} ({c['distinct']} distinct so far), "
                  f"queue {len(self.queue)}")
 
     def record(self, rid: str, cand: Candidate | None, case: str, res: dict[str, Any] | None,
@@ -298,6 +304,8 @@ class Explorer:
                         seconds=float((res or {}).get("seconds") or 0.0), at_minutes=round(self.minutes(), 2),
                         role=role, plan=str(self.out / "plans" / f"{rid}.yaml"),
                         evidence=str((res or {}).get("evidence", "")), bundle=str((res or {}).get("bundle", "")))
+        if kind == "discarded" and res is not None:
+            rec.violated = salvage.violated_keys(res.get("findings") or [])
         if role == "perturbation":
             self.tried += 1
             rec.index = self.tried
@@ -321,6 +329,7 @@ class Explorer:
                 res = json.loads(src.read_text())
                 (refdir / src.name).write_text(json.dumps(res, indent=1))
                 traces[case] = Trace.from_events(res["events"], res["namespace"], res["jobs"])
+                self.oracles[case] = oracles.choose(traces[case], res, REGISTRY)
             else:
                 todo.append((f"ref{i}", None, case))
         if todo:
@@ -335,6 +344,7 @@ class Explorer:
                                        f"{self.out / 'batches'}")
                 (refdir / f"{case_slug(case)}.json").write_text(json.dumps(res, indent=1))
                 traces[case] = Trace.from_events(res["events"], res["namespace"], res["jobs"])
+                self.oracles[case] = oracles.choose(traces[case], res, REGISTRY)
         for t in traces.values():
             self.coverage |= t.facts()
         return traces
@@ -391,6 +401,8 @@ class Explorer:
                 bk = generate.blocked_key(cand)
                 if rec.outcome == "discarded" and bk is not None and f"{bk[2]} ended by hold_timeout" in rec.reason:
                     self.blocked[bk] = min(self.blocked.get(bk, float("inf")), cand.meta["until"])
+                if rec.violated and res is not None and self.left() > 0:
+                    self.salvage_run(rec, cand, res)
                 if rec.outcome == "violation":
                     for key in rec.keys:
                         self.on_violation(key, rec, cand)
@@ -400,7 +412,33 @@ class Explorer:
                         e.stage = cand.stage
                         self.push(e, "front" if i < generate.FRONT else "rest", rec.novelty)
 
-    def on_violation(self, key: str, rec: RunRecord, cand: Candidate) -> None:
+    def salvage_run(self, rec: RunRecord, cand: Candidate, res: dict[str, Any]) -> None:
+        """A discarded run that violated an invariant (harness/explore/salvage.py): replay the plan that
+        happened once; kept as a finding (then confirmed and minimised) when that reproduces a violation."""
+        if not salvage.salvageable(res.get("findings") or []):
+            rec.salvage = "not replayable (an assumption other than the plan's own failed)"
+            return
+        got = salvage.as_happened(cand.moves, res.get("events") or [])
+        if got is None:
+            rec.salvage = "not replayable (nothing to change, or not a valid plan)"
+            return
+        plan, changes = got
+        rid = f"h{rec.index:04d}"
+        c2 = Candidate(plan, cand.case, "as-happened", depth=len(plan), parent=rec.id, id=rid)
+        self.cands[rid] = c2
+        self.say(f"[explore] {rec.id} was discarded but violated {', '.join(rec.violated)}: replaying the plan that "
+                 f"happened ({'; '.join(changes)})")
+        r2 = self.record(rid, c2, cand.case, self.run_batch([(rid, c2, cand.case)]).get(rid), role="replay")
+        hit = [k for k in r2.keys if k in rec.violated] or r2.keys
+        if r2.outcome != "violation" or not hit:
+            rec.salvage = f"replayed as happened: {r2.outcome}"
+            return
+        rec.salvage = f"kept as {', '.join(hit)}"
+        for key in hit:
+            self.on_violation(key, r2, c2, note=f"from the discarded run {rec.id}, replayed as the plan that happened "
+                                                f"({'; '.join(changes)}): ordered partly by time")
+
+    def on_violation(self, key: str, rec: RunRecord, cand: Candidate, note: str = "") -> None:
         f = self.findings.get(key)
         if f is not None:
             f["runs"].append(rec.id)
@@ -409,6 +447,8 @@ class Explorer:
                                   "first_minutes": rec.at_minutes, "case": rec.case, "plan": rec.words,
                                   "moves": rec.moves, "runs": [rec.id], "bundle": rec.bundle,
                                   "evidence": rec.evidence, "summary": self._summary_of(rec, key)}
+        if note:
+            f["note"] = note
         self.say(f"[explore] VIOLATION {key} in run {rec.id} after {rec.index} perturbations, "
                  f"{rec.at_minutes:.1f} min: {rec.words}")
         self.minimize_finding(f, cand)
@@ -433,12 +473,13 @@ class Explorer:
         """Minimise the plan of finding `f` (minimize.py) and save it under findings/ (module docstring)."""
         key, case = f["key"], cand.case
         started = time.monotonic()
+        budget = min(self.minimize_budget, MINIMIZE_SHARE * self.budget - self.minimize_spent)
         n = self.min_runs
         counter = [0]
         hit_bundle: dict[Plan, str] = {}
 
         def evaluate(plans: list[Plan]) -> list[int] | None:
-            if time.monotonic() - started > self.minimize_budget:
+            if time.monotonic() - started > budget:
                 return None
             items = []
             for p in plans:
@@ -479,6 +520,7 @@ class Explorer:
         f["reproduced"] = f"{m.hits}/{m.runs}" if m.runs else "not re-run (no time left)"
         f["minimize_complete"] = m.complete
         f["minimize_minutes"] = round((time.monotonic() - started) / 60.0, 2)
+        self.minimize_spent += time.monotonic() - started
         f["minimize_steps"] = [{"plan": plan_words(p), "hits": h} for p, h in m.steps]
         f["bundle"] = hit_bundle.get(m.moves) or f["bundle"]
         path = self.out / "findings" / f"{re.sub(r'[^a-z0-9]+', '-', key.lower())}.yaml"
@@ -487,6 +529,7 @@ class Explorer:
             f"Found by `kueue-harness explore` on Kueue {self.kueue_version or self.spec.wanted}: {key}",
             f"{f['summary']}" if f.get("summary") else "",
             f"Case: {case}",
+            *([f["note"]] if f.get("note") else []),
             f"First seen in run {f['first_run']} (perturbation {f['first_index']}, {f['first_minutes']:.1f} min): {f['plan']}",
             f"That plan reproduced it {f['confirmed']} times"
             + (f"; with one more move (the first that reproduced every time, else the most reliable of "
@@ -522,6 +565,8 @@ class Explorer:
         result = {"cases": self.cases, "kueue": self.kueue_version or self.spec.wanted, "shard": list(self.shard),
                   "minutes": round(self.minutes(), 2), "counts": c, "queue_left": len(self.queue),
                   "batches": self.batches, "findings": list(self.findings.values()),
+                  "clusters": clusters(self.findings.values()),
+                  "minimize_minutes": round(self.minimize_spent / 60.0, 2),
                   "runs": [r.__dict__ for r in self.runs],
                   "settings": {"max_runs": self.max_runs, "budget_minutes": self.budget / 60, "batch": self.batch,
                                "max_depth": self.max_depth, "min_runs": self.min_runs, "noop_every": self.noop_every}}

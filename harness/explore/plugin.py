@@ -17,7 +17,9 @@ A case under such a plan is a *perturbed run*:
   violated, or liveness decided and SETTLE seconds passed (bounded by LIVENESS_BOUND);
 - it is judged by its own checkers plus `plan_happened` (a rule that never acted, a hold that ended by
   its timeout: verdict error, the run is discarded), `watch_caught_up` (Kueue saw every Workload whose
-  watch events were dropped as it finally was), `liveness`, `quota` and `log_flood`;
+  watch events were dropped as it finally was), `liveness`, `quota` and `log_flood`, and the oracles the
+  driver chose for the case from its reference run (harness/explore/oracles.py; the runs file's
+  `oracles`, minus its `not_judged`);
 - `explore.json` in its evidence folder holds what the driver reads: the verdict, the findings, and the
   proxy's events of the case's namespace (harness/explore/trace.py), and a line is appended to
   <artifacts>/explore-progress.jsonl.
@@ -27,8 +29,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -167,11 +170,18 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     return res
 
 
-def explore_selection(declared: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The case's checkers plus EXPLORE_CHECKERS (the case's parameters win: its liveness jobs stay)."""
+def explore_selection(declared: dict[str, dict[str, Any]], oracles: dict[str, dict[str, Any]] | None = None,
+                      not_judged: list[str] | tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """The case's checkers plus EXPLORE_CHECKERS plus the run's `oracles` (harness/explore/oracles.py: chosen
+    from the reference run), the case's parameters winning (its liveness jobs stay); minus `not_judged`
+    (the progress invariants a write failed every time makes unjudgeable)."""
     out = {k: dict(v or {}) for k, v in declared.items()}
     for name in EXPLORE_CHECKERS:
         out.setdefault(name, {})
+    for name, params in (oracles or {}).items():
+        out.setdefault(name, dict(params or {}))
+    for name in not_judged:
+        out.pop(name, None)
     return out
 
 
@@ -262,7 +272,8 @@ class PerturbedRun:
                      what="the plan's holds and process faults to end")
         except WaitTimeout:
             ctx.record("settle_problem", problem=f"the plan still held a flow after {bound:g}s")
-        ctx.selection = Selection(explore_selection(ctx.selection.checkers))
+        ctx.selection = Selection(explore_selection(ctx.selection.checkers, self.run.get("oracles"),
+                                                    self.run.get("not_judged") or ()))
         checkers = [c for c in ctx.selection.build() if REGISTRY[c.name].kind == "invariant"]
         t0 = time.time()
 
@@ -338,5 +349,8 @@ class PerturbedRun:
             "verdict": verdict.get("verdict") if verdict else "error",
             "reason": verdict.get("reason") if verdict else "no verdict (the case body failed)",
             "findings": findings, "namespace": ctx.ns, "jobs": jobs, "steps_skipped": self.skipped,
+            "checkers": sorted(ctx.selection.checkers),
+            "deleting": any(e.get("source") == "monitor" and e.get("event") == "object_deleting"
+                            for e in ctx.history.events),
             "seconds": round(time.time() - self.started, 2), "events": events, "evidence": str(ctx.dir),
         }
