@@ -26,7 +26,10 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--out", help="the exploration's folder (default artifacts/explore-<time>)")
     ex.add_argument("--minutes", type=float, default=30.0, help="wall-time budget of the search (default 30)")
     ex.add_argument("--max-runs", type=int, default=400, help="at most this many perturbations (default 400)")
-    ex.add_argument("--batch", type=int, default=10, help="runs per pytest process, i.e. per environment (default 10)")
+    ex.add_argument("--batch", type=int, default=10, help="runs judged together before the search goes on (default "
+                                                          "10); with --no-stream also the runs per environment")
+    ex.add_argument("--no-stream", dest="stream", action="store_false",
+                    help="one pytest process (one environment) per batch instead of one for the whole search")
     ex.add_argument("--shard", help="I/N: run the I-th of N disjoint shards of the root perturbations")
     ex.add_argument("--max-depth", type=int, default=3, help="moves per plan at most (default 3)")
     ex.add_argument("--min-runs", type=int, default=5, help="runs per plan when confirming, strengthening and "
@@ -70,7 +73,7 @@ def cli(args: Any) -> int:
     ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
                   max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
                   reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
-                  reference_only=args.reference_only)
+                  reference_only=args.reference_only, stream=args.stream)
     def interrupted(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt  # run_batch stops the batch's pytest process group; the table is written
 

@@ -39,9 +39,12 @@ from harness.checkers import REGISTRY
 from harness.common import paths
 from harness.common.errors import HarnessError
 from harness.explore import PROGRESS_FILE, RESULT_FILE, generate, oracles, salvage
-from harness.explore.findings import clusters, violation_keys
+from harness.explore.cases import case_slug, resolve_case  # noqa: F401 - resolve_case: re-exported
+from harness.explore.findings import clusters, outcome, violation_keys
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
+from harness.explore.plugin import same_case
+from harness.explore.stream import Stream
 from harness.explore.tables import render_summary
 from harness.explore.trace import Trace
 
@@ -55,45 +58,6 @@ OTHERS_EVERY = 4
 STRENGTHEN = 6
 #: Share of the budget that confirming and minimising findings may take in all (issue 25: <= 15 %).
 MINIMIZE_SHARE = 0.15
-
-
-def resolve_case(text: str, cases_dir: Path = CASES_DIR) -> str:
-    """A node id ("cases/kueue_11480/test_stuck_preemption.py::test_stuck_preemption_control") for a node id
-    or a bare case name. Raises HarnessError naming the control cases when there is no such case."""
-    if "::" in text:
-        path = Path(text.split("::")[0])
-        if not (path if path.is_absolute() else ROOT / path).is_file():
-            raise HarnessError(f"{text}: no such file {path}")
-        return text
-    found = []
-    for f in sorted(cases_dir.rglob("test_*.py")):
-        if re.search(rf"^def {re.escape(text)}\(", f.read_text(), re.MULTILINE):
-            found.append(f"{f.relative_to(ROOT)}::{text}")
-    if len(found) != 1:
-        controls = sorted({m for f in cases_dir.rglob("test_*.py")
-                           for m in re.findall(r"^def (test_\w+_control)\(", f.read_text(), re.MULTILINE)})
-        what = "no case" if not found else f"{len(found)} cases"
-        raise HarnessError(f"{what} named {text!r} under {cases_dir}; give a node id (file::name) or one of the "
-                           f"control cases: {', '.join(controls)}")
-    return found[0]
-
-
-def case_slug(nodeid: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", nodeid.split("::")[-1].lower()).strip("-")
-
-
-def outcome(result: dict[str, Any] | None) -> tuple[str, str]:
-    """("violation" | "discarded" | "passed" | "error", reason) of a run's explore.json (None: no result)."""
-    if result is None:
-        return "error", "no result (the run did not reach its end: see the batch's pytest.log)"
-    if result.get("verdict") == "reproduced":
-        return "violation", ", ".join(violation_keys(result.get("findings") or []))
-    if result.get("verdict") == "passed":
-        return "passed", ""
-    failed = [f for f in result.get("findings") or [] if f.get("assumption") and f.get("result") in ("violated", "inconclusive")]
-    if failed:
-        return "discarded", "; ".join(f"{f['check']}: {f.get('evidence') or f.get('summary')}" for f in failed)[:300]
-    return "error", str(result.get("reason") or "")[:300]
 
 
 @dataclass
@@ -131,13 +95,16 @@ class Explorer:
     def __init__(self, cases: list[str], spec: Any, out: Path, *, minutes: float = 30.0, max_runs: int = 400,
                  batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 5,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
-                 stop_after: int | None = None, reference_only: bool = False,
+                 stop_after: int | None = None, reference_only: bool = False, stream: bool = True,
                  say: Callable[[str], None] = print) -> None:
         self.cases, self.spec, self.out, self.say = cases, spec, out, say
         self.budget, self.max_runs, self.batch = minutes * 60.0, max_runs, max(1, batch)
         self.shard, self.max_depth, self.min_runs, self.noop_every = shard, max_depth, max(1, min_runs), max(1, noop_every)
         self.reference_dir, self.minimize_budget, self.stop_after = reference, minimize_minutes * 60.0, stop_after
         self.reference_only = reference_only
+        #: One environment for the whole search (harness/explore/stream.py), else one per batch.
+        self.streaming = stream
+        self.stream: Stream | None = None
         self.t0 = time.monotonic()
         self.queue: list[tuple[int, int, int, int, Candidate]] = []
         self.seq = 0
@@ -210,17 +177,19 @@ class Explorer:
         """Run `items` ((run id, candidate or None for the observe-only plan, case)) in one pytest process;
         returns {run id: explore.json or None}. Prints a progress line per finished run."""
         self.batches += 1
+        runs = self._runs_of(items)
+        if self.streaming:
+            if self.stream is None:
+                self.stream = Stream(self._stream_cmd, self.out / "stream", ROOT, self.cases,
+                                     per_run=BATCH_SECONDS_PER_RUN, say=self.say)
+            self.batch_tally = {}
+            got = self.stream.run(runs, same_case, self._progress)
+            for res in got.values():
+                if res is not None:
+                    self.kueue_version = res.get("kueue_version") or self.kueue_version
+            return got
         bdir = self.out / "batches" / f"b{self.batches:04d}"
         bdir.mkdir(parents=True, exist_ok=True)
-        runs = []
-        for rid, cand, case in items:
-            moves = cand.moves if cand is not None else ()
-            pfile = self.out / "plans" / f"{rid}.yaml"
-            pfile.parent.mkdir(parents=True, exist_ok=True)
-            pfile.write_text(plan_document(moves, f"explore-{rid}", header=f"kueue-harness explore run {rid} on {case}"))
-            runs.append({"id": rid, "case": case, "plan": str(pfile),
-                         "words": cand.words() if cand is not None else "no fault (observe only)",
-                         "oracles": self.oracles.get(case, {}), "not_judged": oracles.not_judged(moves)})
         (bdir / "runs.json").write_text(json.dumps({"runs": runs}, indent=1))
         targets = sorted({r["case"] for r in runs})
         cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rN", "--no-verdict-table",
@@ -278,6 +247,24 @@ class Explorer:
             tail = (bdir / "pytest.log").read_text(errors="replace")[-1200:]
             self.say(f"[explore] batch {self.batches} ran no case; the end of its pytest.log:\n{tail}")
         return out
+
+    def _runs_of(self, items: list[tuple[str, Candidate | None, str]]) -> list[dict[str, Any]]:
+        """The runs-file entries of `items`, their plans written under plans/."""
+        runs = []
+        for rid, cand, case in items:
+            moves = cand.moves if cand is not None else ()
+            pfile = self.out / "plans" / f"{rid}.yaml"
+            pfile.parent.mkdir(parents=True, exist_ok=True)
+            pfile.write_text(plan_document(moves, f"explore-{rid}", header=f"kueue-harness explore run {rid} on {case}"))
+            runs.append({"id": rid, "case": case, "plan": str(pfile),
+                         "words": cand.words() if cand is not None else "no fault (observe only)",
+                         "oracles": self.oracles.get(case, {}), "not_judged": oracles.not_judged(moves)})
+        return runs
+
+    def _stream_cmd(self, art: Path) -> list[str]:
+        return [sys.executable, "-m", "pytest", *self.cases, "-p", "no:cacheprovider", "-q", "-rN",
+                "--no-verdict-table", *self.spec.cli_args(), f"--artifacts-dir={art}",
+                f"--explore-stream={self.out / 'stream'}", "--explore-bundles=violations"]
 
     def _progress(self, line: dict[str, Any], k: int, n: int) -> None:
         """A progress line; its counters are the table's (counts()) plus this batch's runs so far."""
@@ -547,8 +534,13 @@ class Explorer:
     # ---- the whole thing --------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self.out.mkdir(parents=True, exist_ok=True)
-        traces = self.reference()
+        try:
+            traces = self.reference()
+        except BaseException:
+            self.close()
+            raise
         if self.reference_only:
+            self.close()
             self.say(f"[explore] reference runs saved in {self.out / 'reference'} (for --reference)")
             return self.write()
         roots = self.seed(traces)
@@ -557,8 +549,15 @@ class Explorer:
         try:
             self.search(traces)
         finally:
+            self.close()
             result = self.write()
         return result
+
+    def close(self) -> None:
+        """Stop the stream's pytest process (its environment) if one runs."""
+        if self.stream is not None:
+            self.stream.stop()
+            self.stream = None
 
     def write(self) -> dict[str, Any]:
         c = self.counts()

@@ -58,3 +58,17 @@ def clusters(findings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         c = out.setdefault(cause, {"cause": cause, "keys": [], "first": f["key"]})
         c["keys"].append(f["key"])
     return list(out.values())
+
+
+def outcome(result: dict[str, Any] | None) -> tuple[str, str]:
+    """("violation" | "discarded" | "passed" | "error", reason) of a run's explore.json (None: no result)."""
+    if result is None:
+        return "error", "no result (the run did not reach its end: see the batch's pytest.log)"
+    if result.get("verdict") == "reproduced":
+        return "violation", ", ".join(violation_keys(result.get("findings") or []))
+    if result.get("verdict") == "passed":
+        return "passed", ""
+    failed = [f for f in result.get("findings") or [] if f.get("assumption") and f.get("result") in ("violated", "inconclusive")]
+    if failed:
+        return "discarded", "; ".join(f"{f['check']}: {f.get('evidence') or f.get('summary')}" for f in failed)[:300]
+    return "error", str(result.get("reason") or "")[:300]

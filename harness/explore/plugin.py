@@ -63,6 +63,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "`kueue-harness explore` found on the control case it came from")
     g.addoption("--explore-runs", dest="kh_explore_runs", default=None, metavar="FILE",
                 help="(written by `kueue-harness explore`) JSON list of {id, case, plan}: one item per plan")
+    g.addoption("--explore-stream", dest="kh_explore_stream", default=None, metavar="DIR",
+                help="(written by `kueue-harness explore`) take runs one at a time from the driver through DIR: one "
+                     "environment for the whole search (harness/explore/stream.py)")
     g.addoption("--explore-bundles", dest="kh_explore_bundles", choices=("all", "violations"), default="all",
                 help="perturbed runs: write the evidence bundle for every run (default) or only for runs that "
                      "violated an invariant (explore's setting: a bundle costs about a second)")
@@ -88,7 +91,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`--plan NAME` that only a case's folder may hold: every selected case must find it there, valid."""
+    """`--plan NAME` that only a case's folder may hold: every selected case must find it there, valid.
+    Under `--explore-stream`: the slots of the cases interleaved (slot 1 of each case, then slot 2, ...)."""
+    if config.getoption("kh_explore_stream"):
+        from harness.explore import stream
+
+        items[:] = stream.interleave(items)
     if not getattr(config, "_kh_plan_near", False):
         return
     from harness.plan.load import PlanError, load_plan
@@ -134,6 +142,15 @@ def same_case(a: str, b: str) -> bool:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    folder = metafunc.config.getoption("kh_explore_stream")
+    if folder and "kh_perturbation" in metafunc.fixturenames:
+        from harness.explore import stream
+
+        cases = json.loads((Path(folder) / "stream.json").read_text()).get("cases") or []
+        if any(same_case(c, metafunc.definition.nodeid) for c in cases):
+            ids = stream.slot_ids()
+            metafunc.parametrize("kh_perturbation", [{"slot": i} for i in ids], ids=ids, indirect=True)
+        return
     if "kh_perturbation" not in metafunc.fixturenames or not metafunc.config.getoption("kh_explore_runs"):
         return
     mine = [r for r in _runs(metafunc.config) if same_case(r["case"], metafunc.definition.nodeid)]
@@ -141,10 +158,30 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("kh_perturbation", mine, ids=[r["id"] for r in mine], indirect=True)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A slot of `--explore-stream`: ask the driver for its run before anything of the case is set up; skip
+    the slot (nothing created) when there is none for this case now, and stop the session when told."""
+    folder = item.config.getoption("kh_explore_stream")
+    param = getattr(getattr(item, "callspec", None), "params", {}).get("kh_perturbation")
+    if not folder or not isinstance(param, dict) or "slot" not in param:
+        return
+    from harness.explore import stream
+
+    answer = stream.ask(Path(folder), item.nodeid, param["slot"])
+    if "run" in answer:
+        item._kh_run = answer["run"]  # type: ignore[attr-defined]
+        return
+    if "stop" in answer:
+        item.session.shouldstop = f"explore: {answer['stop']}"
+    pytest.skip(str(answer.get("skip") or answer.get("stop")))
+
+
 @pytest.fixture(autouse=True)
 def kh_perturbation(request: pytest.FixtureRequest):
-    """The perturbed run of a case under `--plan` or `--explore-runs` (module docstring); None otherwise."""
-    run = getattr(request, "param", None) or {}
+    """The perturbed run of a case under `--plan`, `--explore-runs` or `--explore-stream` (module docstring);
+    None otherwise."""
+    run = getattr(request.node, "_kh_run", None) or getattr(request, "param", None) or {}
     plan = run.get("plan") or request.config.getoption("kh_plan")
     if not plan or "case" not in request.fixturenames:
         yield None
@@ -307,7 +344,7 @@ class PerturbedRun:
             (ctx.dir / RESULT_FILE).write_text(json.dumps(result, indent=1, default=str))
             art = getattr(self.config, "_kh_artifacts", None)
             if art is not None:
-                line = {k: result[k] for k in ("run", "case", "verdict", "reason", "seconds")}
+                line = {k: result[k] for k in ("run", "case", "verdict", "reason", "seconds", "evidence")}
                 line["assumption_failed"] = any(f["assumption"] and f["result"] in ("violated", "inconclusive")
                                                 for f in result["findings"])
                 with open(Path(art) / PROGRESS_FILE, "a") as fh:
@@ -349,7 +386,7 @@ class PerturbedRun:
             "verdict": verdict.get("verdict") if verdict else "error",
             "reason": verdict.get("reason") if verdict else "no verdict (the case body failed)",
             "findings": findings, "namespace": ctx.ns, "jobs": jobs, "steps_skipped": self.skipped,
-            "checkers": sorted(ctx.selection.checkers),
+            "checkers": sorted(ctx.selection.checkers), "kueue_version": getattr(ctx.env, "kueue_version", None),
             "deleting": any(e.get("source") == "monitor" and e.get("event") == "object_deleting"
                             for e in ctx.history.events),
             "seconds": round(time.time() - self.started, 2), "events": events, "evidence": str(ctx.dir),
