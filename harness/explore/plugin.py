@@ -174,6 +174,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     if "stop" in answer:
         item.session.shouldstop = f"explore: {answer['stop']}"
+    item._kh_not_run = True  # type: ignore[attr-defined] - no verdict entry for it (scenarios/verdicts.py)
     pytest.skip(str(answer.get("skip") or answer.get("stop")))
 
 

@@ -115,8 +115,8 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     rep = yield
-    if "case" not in getattr(item, "fixturenames", ()):
-        return rep
+    if "case" not in getattr(item, "fixturenames", ()) or getattr(item, "_kh_not_run", False):
+        return rep  # not a case, or an `explore --explore-stream` slot that had no run (harness/explore/stream.py)
     verdicts = item.config.stash[_VERDICTS_KEY]
     ctx: CaseContext | None = getattr(item, "_kh_case", None)
     entry = verdicts.setdefault(item.nodeid, {
