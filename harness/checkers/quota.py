@@ -27,7 +27,9 @@ class QuotaSafety:
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         wls, cqs = objects.get("workloads") or [], objects.get("clusterqueues") or []
-        final = checks.check_quota(wls, cqs) if cqs else []
+        # The real tree: Cohort objects with their parents and own quotas (an objects.yaml from before they were
+        # collected has none: every Cohort is then implicit, as check_quota documents).
+        final = checks.check_quota(wls, cqs, objects.get("cohorts") or []) if cqs else []
         during = events(within_case(history), "monitor", "quota_violation_started")
         t0 = case_t0(history)
         if final:
