@@ -87,8 +87,9 @@ class InactiveNeverScheduled:
                                                f"{self.grace:g}s, and the history has no record of the admission write "
                                                "to tell whether it was in flight."))
         if not judged:
-            return [Finding(self.name, "not applicable", "no Workload was deactivated",
-                            "No Workload of the case had spec.active=false during the case.")]
+            return [Finding(self.name, "error", "no Workload was deactivated",
+                            "No Workload of the case had spec.active=false during the case: "
+                            "inactive_never_scheduled has no subject.")]
         out = []
         for key, found in judged.items():
             if found:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from harness.checkers import subjects
 from harness.checkers.base import (
     Finding,
     History,
@@ -123,6 +124,10 @@ class PendingFitsAdmitted:
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
         fits = fitting_pending(objects)
+        if not fits and not subjects.workloads_seen(history, objects, names.ns):
+            return [Finding(self.name, "error", "no Workload of the case was seen",
+                            "No Workload of the case was seen during the case: pending_fits_admitted has "
+                            "nothing to judge.")]
         if not fits:
             n = sum(1 for w in objects.get("workloads") or [] if conditions_of(w).get("QuotaReserved") != "True")
             return [Finding(self.name, "held", "no pending Workload fits",

@@ -75,7 +75,7 @@ def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = 
         sel = Selection({k: v for k, v in sel.checkers.items() if REGISTRY[k].kind == "assumption"})
     history = ctx.snapshot()
     objs = ctx.objects(managed_fields=True)  # the checkers ignore managedFields; the bundle keeps them
-    v = compose(sel, history, objs, ctx.names(history))
+    v = compose(sel, history, objs, ctx.names(history), require_invariant=raised is None)
     ctx.judged = v
     invariants = [n for n in sel.checkers if REGISTRY[n].kind == "invariant"]
     # What the checkers saw, per source: Kueue's log and the proxy's events reach the harness a little late,
