@@ -192,7 +192,9 @@ def within_case(history: History) -> list[Mapping[str, Any]]:
 
 def observed_until(history: History) -> float:
     """Until when the case was observed when it was judged (epoch seconds): the latest of the verdict's
-    `seen` times, else the last event before the verdict, else the last event."""
+    `seen` times, else the last event before the verdict, else the last event. The harness records
+    `judging` the moment it judges a case, right before it reads the objects judged (harness/scenarios/
+    verdicts.py): so the window ends at the verdict, not at the last event of a quiet source."""
     seen = _seen(history)
     if seen:
         return max(float(t) for t in seen.values())

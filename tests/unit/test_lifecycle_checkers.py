@@ -383,3 +383,20 @@ def test_pending_fits_decides_once_no_fitting_workload_is_within_the_bound():
     assert decided(1, fits_objects("3"))            # nothing fits: held
     assert decided(1, fits_objects("2"))            # fits, 29 s quiet: violated
     assert not decided(25, fits_objects("2"))       # fits, 5 s quiet: still inconclusive
+
+
+def test_inactive_never_scheduled_decides_either_way():
+    """Decided on a violation, and on a held judgement once conclusive: reactivated, or watched inactive
+    without a reservation for `settle` seconds; not while nothing was deactivated or too recently."""
+    def decided(checker, h):
+        h = sorted(h, key=lambda e: e["ts"])
+        return checker.decided(h, {}, Names(h))
+
+    c = InactiveNeverScheduled(grace=1, settle=3)
+    assert decided(c, start() + [deactivated(2), reserved(4)])  # violated
+    assert decided(c, start(30) + [deactivated(2)])  # 28 s inactive, no reservation: held for good
+    assert not decided(c, start(4) + [deactivated(2)])  # only 2 s so far
+    assert not decided(c, start())  # nothing deactivated yet
+    react = ev(3, "monitor", "workload_active_changed", key=KEY, active=True, resource_version="6")
+    assert decided(c, start(4) + [deactivated(2), react])  # active again: its inactive spell is judged
+    assert not decided(c, start() + [deactivated(2), reserved(2.5)])  # inconclusive within the grace
