@@ -28,8 +28,9 @@ class RunningPodsWithinQuota:
         final = lifecycle.pods_over_quota(pods, objects.get("workloads") or [], objects.get("localqueues") or [])
         if not started and not final and not pods and not any(
                 e.get("source") == "monitor" and e.get("event") == "pods_over_quota_cleared" for e in history):
-            return [Finding(self.name, "not applicable", "no Pods",
-                            "The case had no Pods to judge (Pods run only when kube-scheduler and kwok do).")]
+            return [Finding(self.name, "error", "no Pods",
+                            "The case had no Pods to judge (Pods run only when kube-scheduler and kwok do): "
+                            "running_pods_within_quota has no subject.")]
         t0 = case_t0(history)
         out = []
         for e in started:

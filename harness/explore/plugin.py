@@ -322,7 +322,7 @@ class PerturbedRun:
             if any(f.result == "violated" for fs in found.values() for f in fs):
                 return True
             live = found.get("liveness") or []
-            decided = all(f.result in ("held", "violated", "not applicable") for f in live)
+            decided = all(f.result in ("held", "violated", "not applicable", "error") for f in live)
             return decided and time.time() - t0 >= SETTLE
 
         try:
