@@ -203,8 +203,14 @@ def pytest_keep_env(fake: Fake) -> Result:
 
 
 def no_case_matched(fake: Fake) -> Result:
+    """Resolved before any build (issue 24): an empty cache, no binaries given and no Go on PATH, yet the
+    answer is about -k, within seconds (the Bar's < 5 s is timed in bench/, not here), and no evidence folder."""
+    for var in [v for v in fake.env if v.startswith("KUEUE_HARNESS_") and v != "KUEUE_HARNESS_CACHE"]:
+        del fake.env[var]
     code, out = _run(fake, "run", "-k", "nomatch", "--artifacts-dir", str(fake.tmp / "art"), timeout=120)
-    assert "no case matched -k nomatch" in out, out
+    assert "no case matched -k nomatch" in out and "Go is not on PATH" not in out, out
+    assert not (fake.tmp / "art").exists(), "a refused run must leave no evidence folder"
+    assert not (fake.cache / "bin").exists() and not (fake.cache / "kueue").exists(), "nothing may be built"
     return [(code, out)]
 
 
@@ -215,8 +221,9 @@ def no_space(fake: Fake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
         monkeypatch.setenv(k, v)
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1024 * 1024))
-    code = cli.main(["run", "--artifacts-dir", str(fake.tmp / "art")])
+    code = cli.main(["run", "--artifacts-dir", str(fake.tmp / "art" / "run")])
     captured = capsys.readouterr()
+    assert not (fake.tmp / "art").exists(), "a refused run must leave no empty evidence folder"
     return [(code, captured.out + captured.err)]
 
 
