@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -123,6 +124,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         extra = f" or the options after `--` ({' '.join(args.pytest_args)})" if args.pytest_args else ""
         raise HarnessError(f"pytest refused the cases folder {CASES_DIR}{extra}: its message is above")
     summary = art / "summary.json"
+    data = None
     if summary.exists():
         data = json.loads(summary.read_text())
         kb = data.get("kueue") or {}
@@ -142,6 +144,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"""Environment kept as session {name} (supervisor pid {kept['supervisor']['pid']}, Kueue {kept['kueue_version']}); the cases ran on it and left no rules or holds.
   export KUBECONFIG={kept['admin_kubeconfig']}
   `kueue-harness status{n}`, `kueue-harness holds{n}`, `kueue-harness plan load{n} FILE`, `kueue-harness logs{n}`; stop it with `kueue-harness down{n}`""")
+    if data and data.get("stopped"):
+        print(f"[kueue-harness] {data['stopped']}", file=sys.stderr)  # names the path, and summary.json
+        return 1
+    if data and data.get("interrupted"):
+        decided = [c for c in data["cases"] if not str(c.get("detail", "")).startswith("did not finish")]
+        print(f"[kueue-harness] interrupted by {data['interrupted']}: {len(decided)} verdict(s) decided before it are "
+              f"kept in {summary} (the table above); the cases that did not finish have verdict error", file=sys.stderr)
+        return 128 + int(getattr(signal, data["interrupted"]))
     return 0 if code == 0 else 1
 
 

@@ -301,6 +301,29 @@ def interrupted(fake: Fake) -> Result:
     return results
 
 
+def run_interrupted(fake: Fake) -> Result:
+    """`run` stopped by a signal while a case runs (synthetic cases, the real CLI and plugin:
+    tests/unit/test_run_interrupted.py checks what is kept)."""
+    from tests.unit.test_run_interrupted import run_fake
+
+    results = []
+    for sig in ("SIGINT", "SIGTERM", "SIGHUP"):
+        r, _, _ = run_fake(fake.tmp / sig, sig)
+        out = r.stdout + r.stderr
+        assert f"interrupted by {sig}: 1 verdict(s) decided before it are kept in" in out, out
+        results.append((r.returncode, out))
+    return results
+
+
+def run_no_space(fake: Fake) -> Result:
+    from tests.unit.test_run_interrupted import run_fake
+
+    r, _, _ = run_fake(fake.tmp, "enospc")
+    out = r.stdout + r.stderr
+    assert "no space left on the device writing" in out and "the run stopped after this case" in out, out
+    return [(r.returncode, out)]
+
+
 def bundle_unreadable(fake: Fake) -> Result:
     """`kueue-harness report` on a truncated bundle archive (tests/unit/test_report_robustness.py has more)."""
     good = Path(__file__).parent / "data" / "bundles" / "test-quota-oversubscription.tar.gz"
@@ -341,7 +364,9 @@ PROVOKE: dict[str, Callable[..., Result]] = {
     "is already running": session_already_running,
     "supervisor pid N died": session_died,
     "the session failed to start": session_failed_to_start,
-    "interrupted by SIGTERM": interrupted,
+    "interrupted by SIGTERM while session": interrupted,
+    "verdict(s) decided before it are kept": run_interrupted,
+    "no space left on the device writing": run_no_space,
     "KUEUE_HARNESS_SESSION is no longer read": retired_variable,
     "cannot talk to the proxy's control channel": control_channel_gone,
     "anchors and aliases are not allowed": plan_refused,
