@@ -89,14 +89,15 @@ class KueueSpec:
         repo = repo or os.environ.get("KUEUE_HARNESS_KUEUE_REPO") or None
         given = [n for n, v in (("--kueue-ref", ref), ("--kueue-source", source)) if v]
         if version and given:
-            # An explicit ref or source wins over a version that only came from the default.
-            if version != versions.DEFAULT_KUEUE_VERSION:
-                raise HarnessError(f"--kueue-version {version} and {given[0]} name two builds: give one of them")
-            version = None
+            # Two selectors given: refused, never one silently winning (issue 24). A version that only comes
+            # from KUEUE_HARNESS_KUEUE_VERSION or the default (version=None here) gives way to a ref or source.
+            raise HarnessError(f"--kueue-version {version} and {given[0]} name two builds: give one of them "
+                               f"(--kueue-version for a release tag, {given[0]} for the other)")
         if len(given) > 1:
             raise HarnessError("--kueue-ref and --kueue-source name two builds: give one of them")
         if not (ref or source):
-            version = versions.check_tag(version or versions.DEFAULT_KUEUE_VERSION)
+            version = versions.check_tag(version or os.environ.get("KUEUE_HARNESS_KUEUE_VERSION")
+                                         or versions.DEFAULT_KUEUE_VERSION)
         return cls(version=version, ref=ref, source=str(Path(source).resolve()) if source else None, repo=repo)
 
     @property

@@ -58,7 +58,7 @@ PROVIDED_ENV: Any = None
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("kueue-harness")
-    g.addoption("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
+    g.addoption("--kueue-version", default=None,
                 help=f"Kueue release tag to run (env KUEUE_HARNESS_KUEUE_VERSION; default {versions.DEFAULT_KUEUE_VERSION}): "
                      "from the Go module proxy where served, else built from --kueue-repo")
     g.addoption("--kueue-ref", default=None,

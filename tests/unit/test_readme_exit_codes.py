@@ -63,6 +63,22 @@ def bad_version(fake: Fake) -> Result:
     return [_run(fake, "build", "--kueue-version", "banana")]
 
 
+def two_selectors(fake: Fake) -> Result:
+    """Refused before anything is built or created (issue 24 item 6): the default's own spelling too."""
+    code, out = _run(fake, "run", "--kueue-version", "v0.17.0", "--kueue-ref", "main",
+                     "--artifacts-dir", str(fake.tmp / "art"))
+    assert "--kueue-version v0.17.0 and --kueue-ref name two builds" in out, out
+    assert not (fake.tmp / "art").exists()
+    return [(code, out)]
+
+
+def bisect_same_ref(fake: Fake) -> Result:
+    code, out = _run(fake, "bisect", "--case", "test_stuck_preemption", "--good", "v0.17.0", "--bad", "v0.17.0",
+                     "--out", str(fake.tmp / "bisect"))
+    assert "--good and --bad are both v0.17.0" in out and not (fake.tmp / "bisect").exists(), out
+    return [(code, out)]
+
+
 def no_go(fake: Fake) -> Result:
     for var in ("KUEUE_HARNESS_KUEUE_BINARY", "KUEUE_HARNESS_KUEUE_SOURCE"):
         del fake.env[var]
@@ -349,6 +365,8 @@ def retired_variable(fake: Fake) -> Result:
 PROVOKE: dict[str, Callable[..., Result]] = {
     "is not a Kueue release tag": bad_version,
     "Go is not on PATH": no_go,
+    "name two builds: give one of them": two_selectors,
+    "`--good and --bad are both X`": bisect_same_ref,
     "could not download": build_failed,
     "exited during start-up": component_exited,
     "the proxy refused": proxy_refused,
