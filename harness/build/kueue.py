@@ -206,7 +206,7 @@ def repo_dir(repo: str | None, progress: Progress = _default_progress) -> Path:
         st = path.stat()
         key = hashlib.sha256(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
         dest = root / f"tar-{key}"
-        with _lock(f"repo-{key}"):
+        with _lock(f"repo-{key}", progress):
             if not (dest / "repo.git" / "HEAD").is_file():
                 progress(f"unpacking the Kueue repository {path} into {dest}")
                 dest.mkdir(parents=True, exist_ok=True)
@@ -227,7 +227,7 @@ def repo_dir(repo: str | None, progress: Progress = _default_progress) -> Path:
     ident = str(path.resolve()) if local else repo
     key = hashlib.sha256(ident.encode()).hexdigest()[:12]
     dest = root / f"{'path' if local else 'url'}-{key}"
-    with _lock(f"repo-{key}"):
+    with _lock(f"repo-{key}", progress):
         if not (dest / "repo.git" / "HEAD").is_file():
             if local and not _git("-C", ident, "rev-parse", "--git-dir", check=False):
                 raise HarnessError(f"--kueue-repo {repo} is not a git repository")
@@ -374,7 +374,7 @@ def _from_git(repo_git: Path, sha: str, version: str | None, entry: Path, source
               progress: Progress, patches: tuple[str, ...] = ()) -> KueueBuild:
     """Check `sha` out into the repository's one worktree, apply `patches` (in order), and build it there."""
     wt = repo_git.parent / "worktree"
-    with _lock(f"worktree-{repo_git.parent.name}"):
+    with _lock(f"worktree-{repo_git.parent.name}", progress):
         if not (wt / ".git").exists():
             shutil.rmtree(wt, ignore_errors=True)
             _git("--git-dir", str(repo_git), "worktree", "prune")
@@ -462,7 +462,7 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
         version, commit, base, digest = source_key(tree)
         versions.kueue_profile(base)
         entry = root / f"src-{digest[:12]}"
-        with _lock(f"entry-{entry.name}"):
+        with _lock(f"entry-{entry.name}", progress):
             done = _load_entry(entry)
             if done:
                 return done
@@ -480,13 +480,13 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
         repo_git = repo_dir(spec.repo, progress)
         sha = resolve(repo_git, tag, progress)
         entry = root / f"{tag}{suffix}"
-        with _lock(f"entry-{entry.name}"):
+        with _lock(f"entry-{entry.name}", progress):
             return _load_entry(entry) or _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}",
                                                    progress, spec.patches)
     if spec.version:
         tag = versions.check_tag(spec.version)
         entry = root / tag
-        with _lock(f"entry-{tag}"):
+        with _lock(f"entry-{tag}", progress):
             done = _load_entry(entry)
             if done:
                 return done
@@ -513,7 +513,7 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
     repo_git = repo_dir(spec.repo, progress)
     sha = resolve(repo_git, spec.ref or "", progress)
     entry = root / f"git-{sha[:12]}{suffix}"
-    with _lock(f"entry-{entry.name}"):
+    with _lock(f"entry-{entry.name}", progress):
         return _load_entry(entry) or _from_git(repo_git, sha, None, entry,
                                                f"git {_origin(repo_git)} ref {spec.ref} ({sha[:10]})", progress,
                                                spec.patches)
