@@ -195,6 +195,27 @@ def test_status_reports_a_dead_supervisor_and_down_cleans_up(fake: Fake) -> None
             left.kill()
 
 
+def test_up_after_a_killed_supervisor_cleans_up_and_starts_in_one_go(fake: Fake) -> None:
+    """Issue 24 item 3: `up --name NAME` over a dead supervisor's record used to remove the session's folder
+    while it held the start lock and then fail writing the new record there (session.tmp-N: no such file)."""
+    left, state = _dead_session(fake, "again")
+    up = fake.up("--name", "again")
+    try:
+        rec, etcd = fake.wait_starting(up, "again")
+        assert rec["phase"] == "starting" and is_alive(rec["supervisor"]["pid"], rec["supervisor"]["start"])
+        assert left.wait(10) is not None, "the dead session's leftover must be reaped"
+        assert not state.exists()
+        assert (fake.cache / "sessions" / "again" / "up.lock").exists(), "the start lock stays while up starts it"
+    finally:
+        up.send_signal(signal.SIGINT)
+        out, err = up.communicate(timeout=60)
+        if left.poll() is None:
+            left.kill()
+    assert "its supervisor pid" in err and "had died; reaped kueue" in err and "starting it again" in err, err
+    assert "No such file or directory" not in err and "session.tmp-" not in err, err
+    assert up.returncode == 130, err
+
+
 def test_named_sessions_are_listed_and_stopped_one_at_a_time(fake: Fake) -> None:
     """Two running records (their "supervisors" are stand-ins that exit on SIGTERM) and a dead one."""
     sups = {}
