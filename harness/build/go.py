@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from harness.build import integrity
 from harness.common.errors import BuildError, HarnessError
 from harness.common.paths import cache_root
 from harness.common.procs import _die_with_parent
@@ -311,12 +312,26 @@ def build(target: GoTarget, progress: Progress = _default_progress) -> Path:
         return p
     root = cache_root()
     out = root / "bin" / f"{target.name}-{target.version}"
-    if out.is_file():
+    if out.is_file() and _intact(out, progress):
         return out
     with build_lock(f"{target.name}-{target.version}", progress):
-        if out.is_file():  # another process built it while this one waited
+        if out.is_file() and _intact(out, progress):  # another process built it while this one waited
             return out
-        return _build_locked(target, root, out, progress)
+        built = _build_locked(target, root, out, progress)
+        integrity.write_record(built)
+        return built
+
+
+def _intact(binary: Path, progress: Progress) -> bool:
+    """False (and the damaged binary removed, said through `progress`) when `binary` is not what was
+    built (harness/build/integrity.py); True otherwise."""
+    why = integrity.check_cached(binary)
+    if why is None:
+        return True
+    progress(f"the cached {binary} is damaged ({why}); removing it and building it again")
+    binary.unlink(missing_ok=True)
+    integrity.record_path(binary).unlink(missing_ok=True)
+    return False
 
 
 def _build_locked(target: GoTarget, root: Path, out: Path, progress: Progress) -> Path:

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.build import integrity
 from harness.build.go import GoTarget, Progress, _default_progress, _module_dir, _run_go, go_binary
 from harness.build.go import build as build_module
 from harness.build.go import build_lock as _lock
@@ -287,19 +288,37 @@ def _base_tag(describe: str | None) -> str | None:
 
 # ---- building --------------------------------------------------------------------------------------
 
-def _load_entry(entry: Path) -> KueueBuild | None:
+def _load_entry(entry: Path, progress: Progress = _default_progress) -> KueueBuild | None:
+    """The cached build in `entry`, or None when there is none or its binary is damaged (its size or sha256
+    differs from build.json's "binary" record, harness/build/integrity.py: then it is removed, said through
+    `progress`, and the caller builds it again). An entry from before the record gets one now."""
     meta = entry / "build.json"
     if not ((entry / "kueue").is_file() and meta.is_file()):
         return None
-    m = json.loads(meta.read_text())
+    try:
+        m = json.loads(meta.read_text())
+    except ValueError:
+        progress(f"{meta} is not JSON; building Kueue again into {entry}")
+        return None
+    why = integrity.problem(entry / "kueue", m.get("binary"))
+    if why is not None:
+        progress(f"the cached Kueue binary {entry / 'kueue'} is damaged ({why}); removing it and building it again")
+        (entry / "kueue").unlink(missing_ok=True)
+        return None
+    if not m.get("binary"):
+        try:
+            meta.write_text(json.dumps({**m, "binary": integrity.measure(entry / "kueue")}, indent=1))
+        except OSError:
+            pass
     return KueueBuild(entry / "kueue", entry, m["version"], m.get("commit"), m["source"], m.get("base_tag"),
                       Path(m["repo"]) if m.get("repo") else None, m.get("build_seconds", 0.0),
                       tuple(m.get("patches") or ()))
 
 
 def _save_entry(entry: Path, b: KueueBuild) -> KueueBuild:
-    (entry / "build.json").write_text(json.dumps({**b.to_json(), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                                                 indent=1))
+    """Write build.json, with the binary's checksum record ("binary": harness/build/integrity.py)."""
+    (entry / "build.json").write_text(json.dumps({**b.to_json(), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                                  "binary": integrity.measure(entry / "kueue")}, indent=1))
     return b
 
 
@@ -463,7 +482,7 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
         versions.kueue_profile(base)
         entry = root / f"src-{digest[:12]}"
         with _lock(f"entry-{entry.name}", progress):
-            done = _load_entry(entry)
+            done = _load_entry(entry, progress)
             if done:
                 return done
             t0 = time.monotonic()
@@ -481,13 +500,13 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
         sha = resolve(repo_git, tag, progress)
         entry = root / f"{tag}{suffix}"
         with _lock(f"entry-{entry.name}", progress):
-            return _load_entry(entry) or _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}",
+            return _load_entry(entry, progress) or _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}",
                                                    progress, spec.patches)
     if spec.version:
         tag = versions.check_tag(spec.version)
         entry = root / tag
         with _lock(f"entry-{tag}", progress):
-            done = _load_entry(entry)
+            done = _load_entry(entry, progress)
             if done:
                 return done
             repo_git = _optional_repo(spec, progress)
@@ -514,7 +533,7 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
     sha = resolve(repo_git, spec.ref or "", progress)
     entry = root / f"git-{sha[:12]}{suffix}"
     with _lock(f"entry-{entry.name}", progress):
-        return _load_entry(entry) or _from_git(repo_git, sha, None, entry,
+        return _load_entry(entry, progress) or _from_git(repo_git, sha, None, entry,
                                                f"git {_origin(repo_git)} ref {spec.ref} ({sha[:10]})", progress,
                                                spec.patches)
 
