@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -153,6 +154,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"kept in {summary} (the table above); the cases that did not finish have verdict error", file=sys.stderr)
         return 128 + int(getattr(signal, data["interrupted"]))
     return 0 if code == 0 else 1
+
+
+#: The levels Kueue's zap logger writes: zapcore's level names, and "Level(-N)" for logr's V(N) lines.
+_LOG_LEVEL = re.compile(r"debug|info|warn|error|dpanic|panic|fatal|Level\(-\d+\)")
+
+
+def _log_level(value: str) -> str:
+    """argparse type of `logs --level`: one of Kueue's log levels (zapcore.Level's names, "Level(-N)"),
+    else argparse's error (exit 2) listing them."""
+    if _LOG_LEVEL.fullmatch(value):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not a level Kueue logs: give one of debug, info, warn, error, "
+                                     "dpanic, panic, fatal, or Level(-N) for V(N) lines (e.g. Level(-3))")
 
 
 def _no_case_message(k: str | None) -> str:
@@ -405,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     lg = sub.add_parser("logs", help="Kueue's log of the running session (or --file), filtered")
     lg.add_argument("--grep", help="only messages containing this text")
     lg.add_argument("--workload", help="only lines about this Workload (name or ns/name)")
-    lg.add_argument("--level", help="only this level (info, error, Level(-3) ...)")
+    lg.add_argument("--level", type=_log_level, help="only this level: debug, info, warn, error, dpanic, panic, "
+                                                      "fatal, or Level(-N) (Kueue's V(N) lines, e.g. Level(-3))")
     lg.add_argument("--file", help="a saved kueue.log instead of the session's")
     _add_name(lg)
     lg.set_defaults(func=_cmd_logs)

@@ -79,3 +79,23 @@ def test_the_cli_exits_2_with_file_and_line(tmp_path: Path, command: list[str], 
     assert "Traceback" not in r.stderr and re.search(str(plan).replace(".", r"\.") + pattern.split("yaml", 1)[-1]
                                                      if name == "python-tag" else re.escape(str(plan)) + pattern,
                                                      r.stderr), r.stderr[-1000:]
+
+
+def test_a_literal_workload_name_that_can_never_match_is_warned_about_offline(tmp_path: Path) -> None:
+    """Issue 24 item 8: `name: job1` for the Workload of Job job1 (job-job1-<hash>) is valid but matches
+    nothing; `plan validate` says so (exit 0: a warning), with the fix; a glob, a non-Workload rule and a
+    Workload the plan itself creates under that name are not warned about."""
+    from harness.plan.load import load_plan, name_warnings, shipped_plans
+
+    plan = tmp_path / "job1.yaml"
+    plan.write_text(HEADER + "rules:\n  - id: adm\n    match: {write: admission, name: job1}\n"
+                    "  - id: glob\n    match: {write: eviction, name: job-job1-*}\n"
+                    "  - id: job\n    match: {kind: Job, name: job1}\n")
+    warned = name_warnings(load_plan(plan))
+    assert len(warned) == 1 and warned[0].startswith(f"{plan}:5: WARNING: rule adm: match.name 'job1'"), warned
+    assert "'job-job1-*'" in warned[0]
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "plan", "validate", str(plan)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 0 and warned[0] in r.stderr and "valid" in r.stdout, r
+    for name, path in shipped_plans().items():
+        assert name_warnings(load_plan(path)) == [], name

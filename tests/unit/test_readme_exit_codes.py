@@ -28,7 +28,6 @@ from tests.unit.test_session import Fake, _dead_session, _script
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 NOT_PROVOKED = {
-    "port N": "the CLI picks free ports itself; only the Python API (LocalEnvironment.start) takes fixed ports",
     "Kueue v0.17 needs /etc/kueue/metrics/certs": "needs a machine where /etc/kueue cannot be written (tests run as root)",
     "a case `error`": "needs a real environment and a case (tests/integration/test_verdicts.py)",
 }
@@ -347,6 +346,15 @@ def bundle_unreadable(fake: Fake) -> Result:
     bad.write_bytes(good.read_bytes()[:2000])
     code, out = _run(fake, "report", str(bad), "--out", str(fake.tmp / "recheck"))
     assert "not a readable bundle archive" in out and "Traceback" not in out, out
+    # Issue 24: a refused archive leaves no empty (or half-unpacked) folder, given or the default `.recheck/`.
+    again, _ = _run(fake, "report", str(bad))
+    assert again == code and not (fake.tmp / "recheck").exists() and not (fake.tmp / "truncated.recheck").exists()
+    return [(code, out)]
+
+
+def bad_log_level(fake: Fake) -> Result:
+    code, out = _run(fake, "logs", "--level", "bogus")
+    assert "'bogus' is not a level Kueue logs" in out, out
     return [(code, out)]
 
 
@@ -389,6 +397,7 @@ PROVOKE: dict[str, Callable[..., Result]] = {
     "cannot talk to the proxy's control channel": control_channel_gone,
     "anchors and aliases are not allowed": plan_refused,
     "not a readable bundle archive": bundle_unreadable,
+    "is not a level Kueue logs": bad_log_level,
     "explore`: `no case named": explore_no_case,
 }
 
