@@ -130,8 +130,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         data = json.loads(summary.read_text())
         kb = data.get("kueue") or {}
         commit = f", commit {str(kb['commit'])[:10]}" if kb.get("commit") else ""
-        print(f"\n{verdict_table_title(data)} on Kueue {data['kueue_version']}{commit} "
-              f"(as the binary reported; kube-apiserver {data['kubernetes_version']}, target {data['target']}):")
+        ran = (f"Kueue {data['kueue_version']}{commit} (as the binary reported; " if data.get("kueue_version") else
+               f"Kueue {data.get('kueue_requested') or '?'} (asked for: it never reported a version, see env/kueue.log; ")
+        print(f"\n{verdict_table_title(data)} on {ran}kube-apiserver {data['kubernetes_version']}, "
+              f"target {data['target']}):")
         print(f"  {'case':<40} {'verdict':<11} {'expected':<11} {'seconds':>7}")
         for c in data["cases"]:
             bundle = c.get("bundle") or c.get("evidence") or ""

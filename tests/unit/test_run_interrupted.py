@@ -45,6 +45,7 @@ def test_a_signal_keeps_the_verdicts_decided_before(tmp_path: Path, how: str, co
     assert summary["complete"] is True and summary["interrupted"] == how
     assert f"interrupted by {how}: 1 verdict(s) decided before it are kept in {art / 'summary.json'}" in out, out
     assert "test_a_decided" in r.stdout and "passed" in r.stdout, "the table is rebuilt from summary.json"
+    assert "Kueue None" not in r.stdout and "Kueue v0.17.0 (asked for: it never reported a version" in r.stdout
     assert "test_a_decided" in (art / "junit.xml").read_text()
     assert not list(art.glob(".summary.json.tmp-*")), "no temporary file left"
 
