@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from harness.build import integrity
 from harness.common.errors import BuildError, HarnessError
 from harness.common.paths import cache_root
 from harness.common.procs import _die_with_parent
@@ -100,14 +101,85 @@ def _module_dir(go: str, module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
+#: Seconds between the lines said while waiting for another process's build lock.
+LOCK_WAIT_INTERVAL = 20.0
+
+
+def lock_holder(path: Path) -> str:
+    """Who holds the lock file `path`, in words, from what its holder wrote there when it took it: "pid N
+    (`kueue-harness run …`), since 02:41:07 (3 min 10 s ago)"; "another process" when that is not known
+    (the holder has not written yet, or wrote nothing: an older harness)."""
+    from harness.common.procs import is_alive
+
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    pid = info.get("pid")
+    if not isinstance(pid, int) or not is_alive(pid, info.get("start")):
+        return "another process"
+    since = info.get("since")
+    when = (f", since {time.strftime('%H:%M:%S', time.localtime(since))} ({_duration(time.time() - since)} ago)"
+            if isinstance(since, (int, float)) else "")
+    return f"pid {pid} (`{info.get('command', '?')}`){when}"
+
+
+def _command_line() -> str:
+    """This process's command line as a person would type it ("kueue-harness run -k x", "pytest cases")."""
+    first = sys.argv[0] if sys.argv else "?"
+    name = ("kueue-harness" if first.endswith(("harness/cli/__main__.py", "kueue-harness")) else
+            "pytest" if first.endswith(("pytest/__main__.py", "pytest")) else os.path.basename(first))
+    return " ".join([name, *sys.argv[1:]])
+
+
 @contextmanager
-def build_lock(name: str) -> Iterator[None]:
+def build_lock(name: str, progress: Progress = _default_progress,
+               interval: float = LOCK_WAIT_INTERVAL) -> Iterator[None]:
     """An exclusive lock between harness processes, so two of them never build the same binary into the
-    same temp file or check out the same worktree at once (the second waits, then finds the cache)."""
+    same temp file or check out the same worktree at once (the second waits, then finds the cache).
+
+    The holder writes into the lock file who it is (pid, start time, command line) and since when; a
+    process that has to wait says so at once and then every `interval` seconds through `progress`: whose
+    lock, which build (`name`, e.g. "kube-apiserver-v1.35.4"), since when (issue 24: minutes of silence)."""
+    from harness.common.procs import proc_start_time
+
     d = cache_root() / "locks"
     d.mkdir(parents=True, exist_ok=True)
-    with open(d / f"{name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    path = d / f"{name}.lock"
+    with open(path, "a+") as fh:  # never truncated before the lock is ours: the holder's note stays readable
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            t0 = time.monotonic()
+            done = threading.Event()
+
+            def say() -> None:
+                first = True
+                while True:
+                    waited = "" if first else f", waited {_duration(time.monotonic() - t0)} so far"
+                    first = False
+                    progress(f"waiting for the build lock of {name} held by {lock_holder(path)}{waited} "
+                             f"(it is building or checking out the same thing; this one then uses its result; "
+                             f"lock file {path})")
+                    if done.wait(interval):
+                        return
+
+            ticker = threading.Thread(target=say, name=f"lock-wait-{name}", daemon=True)
+            ticker.start()
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            finally:
+                done.set()
+                ticker.join()
+        try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(json.dumps({"pid": os.getpid(), "start": proc_start_time(os.getpid()), "what": name,
+                                 "command": _command_line()[:200],
+                                 "since": time.time()}))
+            fh.flush()
+        except OSError:
+            pass  # the note is a courtesy to waiters; the lock itself holds
         try:
             yield
         finally:
@@ -240,12 +312,26 @@ def build(target: GoTarget, progress: Progress = _default_progress) -> Path:
         return p
     root = cache_root()
     out = root / "bin" / f"{target.name}-{target.version}"
-    if out.is_file():
+    if out.is_file() and _intact(out, progress):
         return out
-    with build_lock(f"{target.name}-{target.version}"):
-        if out.is_file():  # another process built it while this one waited
+    with build_lock(f"{target.name}-{target.version}", progress):
+        if out.is_file() and _intact(out, progress):  # another process built it while this one waited
             return out
-        return _build_locked(target, root, out, progress)
+        built = _build_locked(target, root, out, progress)
+        integrity.write_record(built)
+        return built
+
+
+def _intact(binary: Path, progress: Progress) -> bool:
+    """False (and the damaged binary removed, said through `progress`) when `binary` is not what was
+    built (harness/build/integrity.py); True otherwise."""
+    why = integrity.check_cached(binary)
+    if why is None:
+        return True
+    progress(f"the cached {binary} is damaged ({why}); removing it and building it again")
+    binary.unlink(missing_ok=True)
+    integrity.record_path(binary).unlink(missing_ok=True)
+    return False
 
 
 def _build_locked(target: GoTarget, root: Path, out: Path, progress: Progress) -> Path:

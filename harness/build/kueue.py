@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.build import integrity
 from harness.build.go import GoTarget, Progress, _default_progress, _module_dir, _run_go, go_binary
 from harness.build.go import build as build_module
 from harness.build.go import build_lock as _lock
@@ -89,14 +90,15 @@ class KueueSpec:
         repo = repo or os.environ.get("KUEUE_HARNESS_KUEUE_REPO") or None
         given = [n for n, v in (("--kueue-ref", ref), ("--kueue-source", source)) if v]
         if version and given:
-            # An explicit ref or source wins over a version that only came from the default.
-            if version != versions.DEFAULT_KUEUE_VERSION:
-                raise HarnessError(f"--kueue-version {version} and {given[0]} name two builds: give one of them")
-            version = None
+            # Two selectors given: refused, never one silently winning (issue 24). A version that only comes
+            # from KUEUE_HARNESS_KUEUE_VERSION or the default (version=None here) gives way to a ref or source.
+            raise HarnessError(f"--kueue-version {version} and {given[0]} name two builds: give one of them "
+                               f"(--kueue-version for a release tag, {given[0]} for the other)")
         if len(given) > 1:
             raise HarnessError("--kueue-ref and --kueue-source name two builds: give one of them")
         if not (ref or source):
-            version = versions.check_tag(version or versions.DEFAULT_KUEUE_VERSION)
+            version = versions.check_tag(version or os.environ.get("KUEUE_HARNESS_KUEUE_VERSION")
+                                         or versions.DEFAULT_KUEUE_VERSION)
         return cls(version=version, ref=ref, source=str(Path(source).resolve()) if source else None, repo=repo)
 
     @property
@@ -205,7 +207,7 @@ def repo_dir(repo: str | None, progress: Progress = _default_progress) -> Path:
         st = path.stat()
         key = hashlib.sha256(f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
         dest = root / f"tar-{key}"
-        with _lock(f"repo-{key}"):
+        with _lock(f"repo-{key}", progress):
             if not (dest / "repo.git" / "HEAD").is_file():
                 progress(f"unpacking the Kueue repository {path} into {dest}")
                 dest.mkdir(parents=True, exist_ok=True)
@@ -226,7 +228,7 @@ def repo_dir(repo: str | None, progress: Progress = _default_progress) -> Path:
     ident = str(path.resolve()) if local else repo
     key = hashlib.sha256(ident.encode()).hexdigest()[:12]
     dest = root / f"{'path' if local else 'url'}-{key}"
-    with _lock(f"repo-{key}"):
+    with _lock(f"repo-{key}", progress):
         if not (dest / "repo.git" / "HEAD").is_file():
             if local and not _git("-C", ident, "rev-parse", "--git-dir", check=False):
                 raise HarnessError(f"--kueue-repo {repo} is not a git repository")
@@ -286,19 +288,37 @@ def _base_tag(describe: str | None) -> str | None:
 
 # ---- building --------------------------------------------------------------------------------------
 
-def _load_entry(entry: Path) -> KueueBuild | None:
+def _load_entry(entry: Path, progress: Progress = _default_progress) -> KueueBuild | None:
+    """The cached build in `entry`, or None when there is none or its binary is damaged (its size or sha256
+    differs from build.json's "binary" record, harness/build/integrity.py: then it is removed, said through
+    `progress`, and the caller builds it again). An entry from before the record gets one now."""
     meta = entry / "build.json"
     if not ((entry / "kueue").is_file() and meta.is_file()):
         return None
-    m = json.loads(meta.read_text())
+    try:
+        m = json.loads(meta.read_text())
+    except ValueError:
+        progress(f"{meta} is not JSON; building Kueue again into {entry}")
+        return None
+    why = integrity.problem(entry / "kueue", m.get("binary"))
+    if why is not None:
+        progress(f"the cached Kueue binary {entry / 'kueue'} is damaged ({why}); removing it and building it again")
+        (entry / "kueue").unlink(missing_ok=True)
+        return None
+    if not m.get("binary"):
+        try:
+            meta.write_text(json.dumps({**m, "binary": integrity.measure(entry / "kueue")}, indent=1))
+        except OSError:
+            pass
     return KueueBuild(entry / "kueue", entry, m["version"], m.get("commit"), m["source"], m.get("base_tag"),
                       Path(m["repo"]) if m.get("repo") else None, m.get("build_seconds", 0.0),
                       tuple(m.get("patches") or ()))
 
 
 def _save_entry(entry: Path, b: KueueBuild) -> KueueBuild:
-    (entry / "build.json").write_text(json.dumps({**b.to_json(), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-                                                 indent=1))
+    """Write build.json, with the binary's checksum record ("binary": harness/build/integrity.py)."""
+    (entry / "build.json").write_text(json.dumps({**b.to_json(), "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                                  "binary": integrity.measure(entry / "kueue")}, indent=1))
     return b
 
 
@@ -373,7 +393,7 @@ def _from_git(repo_git: Path, sha: str, version: str | None, entry: Path, source
               progress: Progress, patches: tuple[str, ...] = ()) -> KueueBuild:
     """Check `sha` out into the repository's one worktree, apply `patches` (in order), and build it there."""
     wt = repo_git.parent / "worktree"
-    with _lock(f"worktree-{repo_git.parent.name}"):
+    with _lock(f"worktree-{repo_git.parent.name}", progress):
         if not (wt / ".git").exists():
             shutil.rmtree(wt, ignore_errors=True)
             _git("--git-dir", str(repo_git), "worktree", "prune")
@@ -461,8 +481,8 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
         version, commit, base, digest = source_key(tree)
         versions.kueue_profile(base)
         entry = root / f"src-{digest[:12]}"
-        with _lock(f"entry-{entry.name}"):
-            done = _load_entry(entry)
+        with _lock(f"entry-{entry.name}", progress):
+            done = _load_entry(entry, progress)
             if done:
                 return done
             t0 = time.monotonic()
@@ -479,14 +499,14 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
         repo_git = repo_dir(spec.repo, progress)
         sha = resolve(repo_git, tag, progress)
         entry = root / f"{tag}{suffix}"
-        with _lock(f"entry-{entry.name}"):
-            return _load_entry(entry) or _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}",
+        with _lock(f"entry-{entry.name}", progress):
+            return _load_entry(entry, progress) or _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}",
                                                    progress, spec.patches)
     if spec.version:
         tag = versions.check_tag(spec.version)
         entry = root / tag
-        with _lock(f"entry-{tag}"):
-            done = _load_entry(entry)
+        with _lock(f"entry-{tag}", progress):
+            done = _load_entry(entry, progress)
             if done:
                 return done
             repo_git = _optional_repo(spec, progress)
@@ -512,8 +532,8 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
     repo_git = repo_dir(spec.repo, progress)
     sha = resolve(repo_git, spec.ref or "", progress)
     entry = root / f"git-{sha[:12]}{suffix}"
-    with _lock(f"entry-{entry.name}"):
-        return _load_entry(entry) or _from_git(repo_git, sha, None, entry,
+    with _lock(f"entry-{entry.name}", progress):
+        return _load_entry(entry, progress) or _from_git(repo_git, sha, None, entry,
                                                f"git {_origin(repo_git)} ref {spec.ref} ({sha[:10]})", progress,
                                                spec.patches)
 

@@ -65,7 +65,6 @@ def run_bisect(case: str, good: str, bad: str, out: Path, repo_arg: str | None =
     repo = kueue_build.repo_dir(repo_arg, say)
     t_start = time.monotonic()
     steps: list[Step] = []
-    out.mkdir(parents=True, exist_ok=True)
 
     def describe(sha: str) -> str:
         return subprocess.run(["git", "--git-dir", str(repo), "describe", "--tags", "--match", "v[0-9]*", sha],
@@ -88,6 +87,10 @@ def run_bisect(case: str, good: str, bad: str, out: Path, repo_arg: str | None =
 
     good_sha = kueue_build.resolve(repo, good, say)
     bad_sha = kueue_build.resolve(repo, bad, say)
+    if good_sha == bad_sha:
+        raise HarnessError(f"--good {good} and --bad {bad} are the same commit ({good_sha[:10]}): bisect needs an older "
+                           "commit with the old verdict and a later one with the new verdict")
+    out.mkdir(parents=True, exist_ok=True)
     if kueue_build.is_ancestor(repo, good_sha, bad_sha) is not True:
         raise HarnessError(f"--good {good} is not an ancestor of --bad {bad} in {repo}: bisect needs the older ref as --good")
     say(f"bisecting {case} between {good} ({good_sha[:10]}) and {bad} ({bad_sha[:10]}), {runs} run(s) per step")
@@ -131,6 +134,9 @@ def run_bisect(case: str, good: str, bad: str, out: Path, repo_arg: str | None =
 
 
 def cli(args) -> int:
+    if args.good == args.bad:
+        raise HarnessError(f"--good and --bad are both {args.good}: bisect needs two refs, an older one with the old "
+                           "verdict (--good) and a later one with the new verdict (--bad)")
     out = run_folder(args, "bisect")
     r = run_bisect(args.case, args.good, args.bad, out, args.kueue_repo, args.runs)
     print(f"\n{'step':<5} {'commit':<12} {'describe':<28} {'verdicts':<24} {'mark':<5} {'build s':>8} {'run s':>6}")

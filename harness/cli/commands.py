@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -73,6 +75,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if rec is not None and rec["phase"] == "starting":
             raise HarnessError(f"another `kueue-harness up{session.name_option(name)}` is starting session {name} right "
                                "now: wait for it and stop it, or choose another name with --name")
+    targets = [str(CASES_DIR)]
+    if args.k:
+        targets += ["-k", args.k]
+    # Which cases run, before anything is built: a typo in -k must not cost a cold build (issue 24).
+    selected = select_cases(targets, [*spec.cli_args(), f"--target={args.target}", *args.pytest_args])
+    if not selected:
+        raise HarnessError(_no_case_message(args.k))
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
     from harness.build import binaries
     from harness.env.local import check_free_space
@@ -83,16 +92,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if note:
         print(f"[kueue-harness] {note}", file=sys.stderr)
 
+    made = _missing_parents(art)
     art.mkdir(parents=True, exist_ok=True)
-    # Foreseeable problems as one clear paragraph now, not as a fixture error inside pytest's report;
-    # building here also keeps Go's progress lines apart from the cases' output.
-    check_free_space(art)
-    if local:
-        binaries.ensure_all(spec)
-        _kubectl_too(optional=True)  # for the first `up` afterwards; the cases do not need it
-    targets = [str(CASES_DIR)]
-    if args.k:
-        targets += ["-k", args.k]
+    try:
+        # Foreseeable problems as one clear paragraph now, not as a fixture error inside pytest's report;
+        # building here also keeps Go's progress lines apart from the cases' output. The cases do not
+        # use kubectl: only `up` and `build` build it.
+        check_free_space(art)
+        if local and not {"--collect-only", "--co"} & set(args.pytest_args):
+            binaries.ensure_all(spec)
+    except BaseException:
+        _remove_if_empty(made)  # a refused run leaves no empty evidence folder
+        raise
     pytest_args = [*targets, "-p", "no:cacheprovider", "-qq", "-rN", "--no-verdict-table", *spec.cli_args(),
                    f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--target={args.target}",
                    *(["--keep-env"] if args.keep_env and not local else []), *args.pytest_args]
@@ -109,19 +120,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         code = pytest.main(pytest_args)
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        raise HarnessError(f"no case matched -k {args.k}: -k takes a pytest expression over case names, e.g. "
-                           "-k stuck_preemption or -k 'not control'; `kueue-harness run -- --collect-only -q` lists "
-                           "the cases" if args.k else f"no case was collected from {CASES_DIR}: is the checkout complete?")
+        raise HarnessError(_no_case_message(args.k))
     if code == pytest.ExitCode.USAGE_ERROR:
         extra = f" or the options after `--` ({' '.join(args.pytest_args)})" if args.pytest_args else ""
         raise HarnessError(f"pytest refused the cases folder {CASES_DIR}{extra}: its message is above")
     summary = art / "summary.json"
+    data = None
     if summary.exists():
         data = json.loads(summary.read_text())
         kb = data.get("kueue") or {}
         commit = f", commit {str(kb['commit'])[:10]}" if kb.get("commit") else ""
-        print(f"\n{verdict_table_title(data)} on Kueue {data['kueue_version']}{commit} "
-              f"(as the binary reported; kube-apiserver {data['kubernetes_version']}, target {data['target']}):")
+        ran = (f"Kueue {data['kueue_version']}{commit} (as the binary reported; " if data.get("kueue_version") else
+               f"Kueue {data.get('kueue_requested') or '?'} (asked for: it never reported a version, see env/kueue.log; ")
+        print(f"\n{verdict_table_title(data)} on {ran}kube-apiserver {data['kubernetes_version']}, "
+              f"target {data['target']}):")
         print(f"  {'case':<40} {'verdict':<11} {'expected':<11} {'seconds':>7}")
         for c in data["cases"]:
             bundle = c.get("bundle") or c.get("evidence") or ""
@@ -135,7 +147,85 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"""Environment kept as session {name} (supervisor pid {kept['supervisor']['pid']}, Kueue {kept['kueue_version']}); the cases ran on it and left no rules or holds.
   export KUBECONFIG={kept['admin_kubeconfig']}
   `kueue-harness status{n}`, `kueue-harness holds{n}`, `kueue-harness plan load{n} FILE`, `kueue-harness logs{n}`; stop it with `kueue-harness down{n}`""")
+    if data and data.get("stopped"):
+        print(f"[kueue-harness] {data['stopped']}", file=sys.stderr)  # names the path, and summary.json
+        return 1
+    if data and data.get("interrupted"):
+        decided = [c for c in data["cases"] if not str(c.get("detail", "")).startswith("did not finish")]
+        print(f"[kueue-harness] interrupted by {data['interrupted']}: {len(decided)} verdict(s) decided before it are "
+              f"kept in {summary} (the table above); the cases that did not finish have verdict error", file=sys.stderr)
+        return 128 + int(getattr(signal, data["interrupted"]))
     return 0 if code == 0 else 1
+
+
+#: The levels Kueue's zap logger writes: zapcore's level names, and "Level(-N)" for logr's V(N) lines.
+_LOG_LEVEL = re.compile(r"debug|info|warn|error|dpanic|panic|fatal|Level\(-\d+\)")
+
+
+def _log_level(value: str) -> str:
+    """argparse type of `logs --level`: one of Kueue's log levels (zapcore.Level's names, "Level(-N)"),
+    else argparse's error (exit 2) listing them."""
+    if _LOG_LEVEL.fullmatch(value):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is not a level Kueue logs: give one of debug, info, warn, error, "
+                                     "dpanic, panic, fatal, or Level(-N) for V(N) lines (e.g. Level(-3))")
+
+
+def _no_case_message(k: str | None) -> str:
+    if k:
+        return (f"no case matched -k {k}: -k takes a pytest expression over case names, e.g. -k stuck_preemption "
+                "or -k 'not control'; `kueue-harness run -- --collect-only -q` lists the cases")
+    return f"no case was collected from {CASES_DIR}: is the checkout complete?"
+
+
+def select_cases(targets: list[str], options: list[str]) -> list[str]:
+    """The node ids pytest would run for `targets` (cases/ and -k EXPR) with `options` (the Kueue build, the
+    target, the arguments after `--`): pytest's own collection, in this process, nothing built or started
+    (collection imports the case modules only). Under pytest-xdist the collection is forced to this process
+    (`-n0`), so `-n N` after `--` is allowed. Raises HarnessError when pytest refuses the options or a case
+    module does not import (pytest's own lines are printed first, to stderr)."""
+    import contextlib
+    import importlib.util
+    import io
+
+    import pytest
+
+    class _Collected:
+        ids: list[str] = []
+
+        def pytest_collection_finish(self, session: pytest.Session) -> None:
+            self.ids = [i.nodeid for i in session.items]
+
+    got = _Collected()
+    extra = ["-n0"] if importlib.util.find_spec("xdist") is not None else []
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = pytest.main([*targets, "-p", "no:cacheprovider", "--collect-only", "-qq", *options, *extra],
+                           plugins=[got])
+    if code in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return got.ids
+    print(out.getvalue(), file=sys.stderr, end="")
+    if code == pytest.ExitCode.USAGE_ERROR:
+        raise HarnessError(f"pytest refused the options for {CASES_DIR} ({' '.join(options)}): its message is above")
+    raise HarnessError(f"collecting the cases under {CASES_DIR} failed (pytest exit {int(code)}): its lines are above")
+
+
+def _missing_parents(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, deepest first (what mkdir -p creates)."""
+    out = []
+    while not folder.exists() and folder != folder.parent:
+        out.append(folder)
+        folder = folder.parent
+    return out
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Remove the folders a refused run created, deepest first, as long as they are empty."""
+    for d in folders:
+        try:
+            d.rmdir()
+        except OSError:
+            return
 
 
 def verdict_table_title(summary: dict) -> str:
@@ -331,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     lg = sub.add_parser("logs", help="Kueue's log of the running session (or --file), filtered")
     lg.add_argument("--grep", help="only messages containing this text")
     lg.add_argument("--workload", help="only lines about this Workload (name or ns/name)")
-    lg.add_argument("--level", help="only this level (info, error, Level(-3) ...)")
+    lg.add_argument("--level", type=_log_level, help="only this level: debug, info, warn, error, dpanic, panic, "
+                                                      "fatal, or Level(-N) (Kueue's V(N) lines, e.g. Level(-3))")
     lg.add_argument("--file", help="a saved kueue.log instead of the session's")
     _add_name(lg)
     lg.set_defaults(func=_cmd_logs)

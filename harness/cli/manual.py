@@ -91,10 +91,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if s["phase"] == "starting":
         print(f"session {name} is starting (supervisor pid {s['supervisor']['pid']}; log: {s.get('log')})")
         return 0
-    try:
-        procs = json.loads((Path(s["state"]) / "processes.json").read_text())["procs"] if s.get("state") else []
-    except (OSError, ValueError):
-        procs = []
+    procs = _recorded_procs(s)
     if s["phase"] == "died":
         print(f"session {name}: {session.died_message(s)}")
         for r in procs:
@@ -126,13 +123,32 @@ def _cmd_sessions(args: argparse.Namespace) -> int:
         print("no sessions (`kueue-harness up [--name NAME]` starts one)")
         return 0
     print(f"{'name':<16} {'state':<9} {'Kueue':<22} {'supervisor':>10}  {'started':<19}  artifacts")
+    from harness.common.procs import is_alive
+
+    exited: dict[str, list[str]] = {}
     for s in found:
-        print(f"{s['name']:<16} {s['phase']:<9} {str(s.get('kueue_version') or '-'):<22} {s['supervisor']['pid']:>10}  "
+        if s["phase"] == "running":
+            # A live supervisor whose Kueue (or another component) exited is not a running session.
+            exited[s["name"]] = [r["name"] for r in _recorded_procs(s) if not is_alive(r["pid"], r.get("start"))]
+        state = "degraded" if exited.get(s["name"]) else s["phase"]
+        print(f"{s['name']:<16} {state:<9} {str(s.get('kueue_version') or '-'):<22} {s['supervisor']['pid']:>10}  "
               f"{s.get('started', ''):<19}  {s.get('artifacts', '')}")
     for s in found:
         if s["phase"] == "died":
             print(f"{s['name']}: {session.died_message(s)}")
+        elif exited.get(s["name"]):
+            print(f"{s['name']}: {', '.join(exited[s['name']])} exited; see {s.get('artifacts', '?')}/env/ for its log; "
+                  f"`kueue-harness status{session.name_option(s['name'])}` says more, "
+                  f"`kueue-harness down{session.name_option(s['name'])}` ends the session")
     return 0
+
+
+def _recorded_procs(s: dict) -> list[dict]:
+    """The processes a session's supervisor recorded (state/processes.json), [] when it has none."""
+    try:
+        return json.loads((Path(s["state"]) / "processes.json").read_text())["procs"] if s.get("state") else []
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def _hold_lines(st: dict) -> list[str]:
@@ -369,7 +385,7 @@ def _cmd_plan_load(args: argparse.Namespace) -> int:
 def _cmd_plan_validate(args: argparse.Namespace) -> int:
     """Check plan files offline (no session): each valid one gets a line on stdout, every problem of the
     invalid ones a `file:line: …` line on stderr. 0 when all are valid, 2 otherwise."""
-    from harness.plan.load import PlanError, load_plan
+    from harness.plan.load import PlanError, load_plan, name_warnings
 
     bad = 0
     for f in args.files:
@@ -383,6 +399,8 @@ def _cmd_plan_validate(args: argparse.Namespace) -> int:
         rules = ", ".join(r.id for r in plan.rules if r.id not in plan.steps)
         steps = f"steps {', '.join(plan.steps)}" if plan.steps else ""
         print(f"{plan.source}: valid, plan {plan.name}: {'; '.join(x for x in (rules, steps) if x)}")
+        for line in name_warnings(plan):  # valid, but a rule that can never match what Kueue writes
+            print(line, file=sys.stderr)
     if bad:
         print(f"kueue-harness: {bad} of {len(args.files)} plan{'s' if len(args.files) > 1 else ''} invalid "
               "(docs/fault-plans.md, Validation)", file=sys.stderr)

@@ -23,9 +23,10 @@ def _spec(args: argparse.Namespace):
 
 
 def _add_kueue_options(p: argparse.ArgumentParser, what: str = "Kueue to run") -> None:
-    p.add_argument("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
-                   help=f"{what}: a release tag (default {versions.DEFAULT_KUEUE_VERSION}), from the Go module proxy "
-                        "where served, else built from --kueue-repo")
+    p.add_argument("--kueue-version", default=None,
+                   help=f"{what}: a release tag (env KUEUE_HARNESS_KUEUE_VERSION; default "
+                        f"{versions.DEFAULT_KUEUE_VERSION}), from the Go module proxy where served, else built from "
+                        "--kueue-repo; not with --kueue-ref or --kueue-source")
     p.add_argument("--kueue-ref", help="a branch, tag or commit of --kueue-repo instead (env KUEUE_HARNESS_KUEUE_REF)")
     p.add_argument("--kueue-source", help="a local Kueue working tree instead, uncommitted changes included "
                                           "(env KUEUE_HARNESS_KUEUE_SOURCE_DIR)")

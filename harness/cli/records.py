@@ -241,11 +241,14 @@ def _stop_supervisor(pid: int, start: int | None, timeout: float) -> bool:
         return False
 
 
-def _forget(name: str) -> None:
+def _forget(name: str, keep_lock: bool = False) -> None:
     """Remove the session's folder (record and lock file) once nothing runs under that name. Called with
-    the start lock held; an `up` that comes after makes the folder again."""
+    the start lock held; an `up` that comes after makes the folder again. `keep_lock`: only the record goes
+    (an `up` that cleans up a dead session and then starts it in the same folder, under the same lock)."""
     d = session_dir(name)
     session_file(name).unlink(missing_ok=True)
+    if keep_lock:
+        return
     (d / "up.lock").unlink(missing_ok=True)
     try:
         d.rmdir()
@@ -253,10 +256,11 @@ def _forget(name: str) -> None:
         pass  # something else is in it: leave it
 
 
-def _cleanup(rec: dict[str, Any]) -> str:
-    """Reap what a dead supervisor left and remove the session's record and folder. Returns what was done."""
+def _cleanup(rec: dict[str, Any], keep_lock: bool = False) -> str:
+    """Reap what a dead supervisor left and remove the session's record and folder (with `keep_lock`, the
+    folder and its start lock stay: the caller starts the session again). Returns what was done."""
     killed, removed = reap_owned(rec["supervisor"], rec.get("state"))
-    _forget(rec["name"])
+    _forget(rec["name"], keep_lock)
     parts = [f"reaped {', '.join(killed)}" if killed else "none of its processes was left running",
              f"removed its state folder (keys, tokens) {', '.join(removed)}" if removed else "no state folder was left"]
     return "; ".join(parts)

@@ -147,8 +147,9 @@ def start(name: str | None, kueue_version: Any, plan: str | None, ui: bool, arti
                 f"{rec.get('kueue_version', '?')}, started {rec.get('started')}): use it, stop it with "
                 f"`kueue-harness down{name_option(name)}`, or start another beside it with `--name OTHER`")
         if rec is not None:
+            # The folder and its start lock stay (this `up` holds the lock): it starts the session in one go.
             say(f"[kueue-harness] session {name}: its supervisor pid {rec['supervisor']['pid']} had died; "
-                f"{_cleanup(rec)}")
+                f"{_cleanup(rec, keep_lock=True)}; starting it again")
         return _start_locked(name, kueue_version, plan, ui, artifacts, intercept, timeout, say, cases,
                              again or f"kueue-harness up{name_option(name)}", pods, kueue_config)
 

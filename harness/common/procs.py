@@ -184,3 +184,17 @@ def reap_stale(runs_root: Path, say: Callable[[str], None] = lambda s: None) -> 
             say(f"reaped processes left by an earlier run ({f.parent.name}): {', '.join(here)}")
         reaped += here
     return reaped
+
+
+def exit_words(returncode: int | None) -> str:
+    """A process's end in words: "exit 1"; "killed by SIGSEGV (exit -11)" for a signal (Popen's negative
+    returncode); "still running" for None."""
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name} (exit {returncode})"
+        except ValueError:
+            return f"killed by signal {-returncode} (exit {returncode})"
+    return f"exit {returncode}"
+

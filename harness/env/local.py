@@ -26,7 +26,7 @@ import yaml
 from harness.build import binaries
 from harness.common import pki
 from harness.common.errors import EnvironmentNotReady, HarnessError
-from harness.common.procs import ProcessGroup, reap_stale
+from harness.common.procs import ProcessGroup, exit_words, reap_stale
 from harness.common.waiting import WaitTimeout, wait_for
 from harness.env import control_plane as cp
 from harness.env import etcd_template
@@ -287,9 +287,10 @@ class LocalEnvironment(KueueProcess):
 
         def check() -> Any:
             if not self.procs.alive(name):
+                proc, rec = self.procs.procs[name]
                 raise EnvironmentNotReady(
-                    f"{name} exited during start-up (exit {self.procs.procs[name][0].returncode}). "
-                    f"Last lines of {log}:\n{cp._tail(log)}"
+                    f"{name} exited during start-up ({exit_words(proc.returncode)}). {_damage_note(rec.argv0)}"
+                    f"Last lines of {log}:\n{cp._tail(log) or '(the log is empty: it died before writing a line)'}"
                 )
             return probe()
 
@@ -565,3 +566,20 @@ class LocalEnvironment(KueueProcess):
         for child in self.state.iterdir():
             if child.name != "processes.json":
                 shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+
+
+def _damage_note(binary: str) -> str:
+    """After a component died at start-up: whether its binary is damaged (its checksum differs from the
+    record written when the harness built it: harness/build/integrity.py). A damaged one is removed, so
+    the next run builds it again; "" when it is intact or not the harness's."""
+    from harness.build import integrity
+
+    path = Path(binary)
+    why = integrity.damaged(path) if path.is_file() else None
+    if why is None:
+        return ""
+    path.unlink(missing_ok=True)
+    integrity.record_path(path).unlink(missing_ok=True)
+    return (f"Its binary {path} is damaged ({why}): removed it, so the next run builds it again "
+            "(`kueue-harness build`). ")
+

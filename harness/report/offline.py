@@ -70,21 +70,33 @@ def report_bundle(bundle: Path, out: Path | None = None, bound: float | None = N
     bundle = Path(bundle)
     if not bundle.exists():
         raise BundleError(f"{bundle} does not exist: give a bundle folder (artifacts/<run>/cases/<case>) or its .tar.gz")
+    made: list[Path] = []  # the folders this call created: removed again when the bundle is refused
     if bundle.is_dir():
         folder = bundle
         dest = Path(out) if out else folder
     else:
         dest = Path(out) if out else bundle.with_name(bundle.name.removesuffix(".gz").removesuffix(".tar") + ".recheck")
+        d = dest.absolute()
+        while not d.exists() and d != d.parent:
+            made.append(d)
+            d = d.parent
         dest.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=dest) as tmp:
-            src = extract_archive(bundle, Path(tmp))
-            for p in src.iterdir():
-                if p.is_file():
-                    shutil.move(p, dest / p.name)
-        folder = dest
-    meta = load_meta(folder)
-    history = load_history(folder / "history.jsonl")
-    objects = load_objects(folder / "objects.yaml")
+    try:
+        if not bundle.is_dir():
+            with tempfile.TemporaryDirectory(dir=dest) as tmp:
+                src = extract_archive(bundle, Path(tmp))
+                for p in src.iterdir():
+                    if p.is_file():
+                        shutil.move(p, dest / p.name)
+            folder = dest
+        meta = load_meta(folder)
+        history = load_history(folder / "history.jsonl")
+        objects = load_objects(folder / "objects.yaml")
+    except BaseException:
+        # A refused archive leaves no `.recheck/` folder behind (issue 24): what it unpacked goes too.
+        if made:
+            shutil.rmtree(made[-1], ignore_errors=True)
+        raise
     notes = [p for p in [objects_problem(folder / "objects.yaml")] if p]
     notes += [f"history.jsonl departs from docs/history.md: {p}" for p in history_problems(history)]
     md, verdict, findings = render_report(meta, history, objects, bound, notes=notes, recheck=True,

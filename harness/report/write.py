@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -301,12 +302,16 @@ def complete_bundle(d: Path, meta: dict[str, Any], start: float, end: float, sec
     (d / "timeline.mmd").write_text("\n".join(diagram_lines(history, names, meta["verdict"], findings)) + "\n")
     _finish(d, meta, history, objects, secrets)
     tar = d.with_name(d.name + ".tar.gz")
-    with tarfile.open(tar, "w:gz") as tf:
-        tf.add(d, arcname=d.name)
-    leaks = find_secrets([tar], secrets)
-    if leaks:  # cannot happen unless redaction missed a form: never leave such an archive behind
-        tar.unlink()
-        raise HarnessError(f"the bundle archive of {d.name} would hold a secret ({leaks[0]}); not written")
+    part = d.with_name(d.name + ".tar.gz.part")  # renamed when complete: a killed run leaves no half archive
+    try:
+        with tarfile.open(part, "w:gz") as tf:
+            tf.add(d, arcname=d.name)
+        leaks = find_secrets([part], secrets)
+        if leaks:  # cannot happen unless redaction missed a form: never leave such an archive behind
+            raise HarnessError(f"the bundle archive of {d.name} would hold a secret ({leaks[0]}); not written")
+        os.replace(part, tar)
+    finally:
+        part.unlink(missing_ok=True)
     return tar
 
 

@@ -40,8 +40,10 @@ from harness.scenarios.verdicts import (  # noqa: F401
     _write_bundle,
     pytest_runtest_call,
     pytest_runtest_makereport,
+    install_stop_signals,
     pytest_sessionfinish,
     pytest_terminal_summary,
+    pytest_unconfigure,
 )
 
 #: Process faults of plans and watch-delay ticks around every case body (harness/nemesis/runner.py); `--plan` and
@@ -56,7 +58,7 @@ PROVIDED_ENV: Any = None
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("kueue-harness")
-    g.addoption("--kueue-version", default=os.environ.get("KUEUE_HARNESS_KUEUE_VERSION", versions.DEFAULT_KUEUE_VERSION),
+    g.addoption("--kueue-version", default=None,
                 help=f"Kueue release tag to run (env KUEUE_HARNESS_KUEUE_VERSION; default {versions.DEFAULT_KUEUE_VERSION}): "
                      "from the Go module proxy where served, else built from --kueue-repo")
     g.addoption("--kueue-ref", default=None,
@@ -143,6 +145,7 @@ def pytest_configure(config: pytest.Config) -> None:
             # A folder that holds an earlier run is never written over: this run goes beside it, inside.
             print(f"kueue-harness: {note}", file=sys.stderr, flush=True)
     config._kh_artifacts = art  # type: ignore[attr-defined]
+    install_stop_signals(config)  # SIGTERM/SIGHUP stop the run as Ctrl-C does (verdicts.py)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

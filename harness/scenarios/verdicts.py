@@ -1,11 +1,19 @@
 """The verdict of each case and of the run: `_decide` composes the case's checkers the moment its body returns
-(pytest_runtest_call), the report hook records verdict, expected verdict and seconds, the evidence bundle is
-written, and at the end summary.json, the offline re-check of every bundle and the verdict table.
+(pytest_runtest_call), the report hook records verdict, expected verdict and seconds and rewrites summary.json
+at once (each verdict is on disk the moment it is decided: a run stopped by SIGTERM, SIGKILL or a full disk
+keeps the verdicts decided before), the evidence bundle is written, and at the end summary.json once more,
+the offline re-check of every bundle and the verdict table. SIGTERM and SIGHUP stop a run as Ctrl-C does
+(pytest's KeyboardInterrupt: the running case's teardown runs); no space left on the device stops it after
+the running case, naming the path.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import signal
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -51,6 +59,8 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
     except Exception as e:  # noqa: BLE001 - evidence must not change the verdict
         entry["bundle_error"] = f"{type(e).__name__}: {e}"
         warnings.warn(f"kueue-harness: no evidence bundle for {request.node.nodeid}: {entry['bundle_error']}")
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            _stop_for_space(request.session, e, ctx.dir)
 
 
 def _dump_objects(ctx: CaseContext, objs: dict[str, Any] | None = None) -> None:
@@ -156,36 +166,133 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         exc = call.excinfo
         what = f"{exc.typename}: {str(exc.value).splitlines()[0] if str(exc.value) else ''}" if exc else "failed"
         entry["detail"] = f"{rep.when}: {what}"
+    if call.excinfo is not None and call.excinfo.errisinstance(OSError) and call.excinfo.value.errno == errno.ENOSPC:
+        _stop_for_space(item.session, call.excinfo.value, item.config._kh_artifacts)  # type: ignore[attr-defined]
+    if rep.when == "call" or rep.failed:
+        item.config.stash.get(_STOP_KEY, {}).setdefault("decided", set()).add(item.nodeid)
+    write_summary(item.session)  # this case's verdict, on disk now
     return rep
 
 
+#: Signals that stop a run as Ctrl-C does (KeyboardInterrupt), name -> number.
+STOP_SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP}
+_STOP_KEY = pytest.StashKey[dict]()
+
+
+def install_stop_signals(config: pytest.Config) -> None:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt in pytest's main thread, so a `kill` or a closed terminal
+    stops the run as Ctrl-C does: the running case's teardown stops its environment, summary.json and
+    junit.xml are written with every verdict decided. Only where the signal still has its default action
+    (a session supervisor that runs the cases keeps its own handlers) and only in the main thread."""
+    state: dict = {"signal": None, "old": {}, "stopped": None}
+    config.stash[_STOP_KEY] = state
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def handler(signum: int, frame) -> None:
+        state["signal"] = signal.Signals(signum).name
+        raise KeyboardInterrupt(f"interrupted by {state['signal']}")
+
+    for name, sig in STOP_SIGNALS.items():
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            state["old"][sig] = signal.signal(sig, handler)
+
+
+def restore_stop_signals(config: pytest.Config) -> None:
+    for sig, old in config.stash.get(_STOP_KEY, {}).get("old", {}).items():
+        signal.signal(sig, old)
+
+
+def _stop_for_space(session: pytest.Session, e: OSError, where: Path) -> None:
+    """No space left on the device: stop the run after the running case (as -x does), naming the path."""
+    path = os.fsdecode(e.filename) if e.filename else str(where)
+    msg = (f"no space left on the device writing {path}: the run stopped after this case; the verdicts decided "
+           f"before are in {session.config._kh_artifacts}/summary.json. Free space there or choose another "  # type: ignore[attr-defined]
+           "folder with --artifacts-dir")
+    state = session.config.stash.get(_STOP_KEY, None)
+    if state is not None and not state.get("stopped"):
+        state["stopped"] = msg
+    session.shouldstop = msg
+
+
+def _summary(session: pytest.Session, final: bool) -> dict:
+    config = session.config
+    verdicts = config.stash.get(_VERDICTS_KEY, {})
+    env = getattr(config, "_kh_env", None)
+    state = config.stash.get(_STOP_KEY, {})
+    return {
+        # What ran: the version the Kueue binary reported (its "Initializing" log line), never the flag.
+        "kueue_version": env.kueue_version if env is not None else None,
+        "kueue_requested": config.option.kueue_version,
+        "kueue": env.kueue_build_info() if env is not None and hasattr(env, "kueue_build_info") else None,
+        "kubernetes_version": getattr(env, "kubernetes_version", "") or (
+            versions.KUBERNETES_VERSION if config.getoption("--target") == "local" else None),
+        "target": config.getoption("--target"),
+        "environment_ready_seconds": round(env.started.get("ready_seconds", 0), 2) if env else None,
+        # kube-scheduler's and kwok's versions when a case asked for Pods that run (harness/env/pods.py).
+        "pods": env.pods_info() if env is not None and hasattr(env, "pods_info") else None,
+        # False while the run goes on (or when it was killed): the cases below are the ones decided so far.
+        "complete": final or bool(state.get("final")),
+        "interrupted": state.get("signal") or ("SIGINT" if final and state.get("keyboard") else None),
+        "stopped": state.get("stopped"),
+        # While the run goes on, only the cases whose verdict is decided (a case being run is not in yet).
+        "cases": [v for k, v in verdicts.items() if final or k in state.get("decided", ())],
+    }
+
+
+def write_summary(session: pytest.Session, final: bool = False) -> Path | None:
+    """Write <artifacts>/summary.json atomically (a temporary file renamed over it: a kill or a full disk
+    never leaves half a file, the last good one stays); returns its path, or None when it could not be
+    written (said once as a warning, with the path and the reason; no space stops the run)."""
+    if not session.config.stash.get(_VERDICTS_KEY, {}):
+        return None
+    art: Path = session.config._kh_artifacts  # type: ignore[attr-defined]
+    path = art / "summary.json"
+    tmp = art / f".summary.json.tmp-{os.getpid()}"
+    try:
+        art.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(_summary(session, final), indent=2))
+        os.replace(tmp, path)
+        if final:
+            session.config.stash.setdefault(_STOP_KEY, {})["final"] = True
+        return path
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        if e.errno == errno.ENOSPC:
+            _stop_for_space(session, OSError(e.errno, e.strerror, str(path)), art)
+        state = session.config.stash.get(_STOP_KEY, {})
+        if not state.get("warned"):
+            state["warned"] = True
+            warnings.warn(f"kueue-harness: could not write {path}: {e.strerror or e}")
+        return None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    restore_stop_signals(config)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown of what is left (an interrupted case's bundle)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     verdicts = session.config.stash.get(_VERDICTS_KEY, {})
     if not verdicts:
         return
     art: Path = session.config._kh_artifacts  # type: ignore[attr-defined]
-    art.mkdir(parents=True, exist_ok=True)
+    state = session.config.stash.get(_STOP_KEY, {})
+    if exitstatus == pytest.ExitCode.INTERRUPTED and not state.get("signal") and not state.get("stopped"):
+        state["keyboard"] = True
+    why = (f"interrupted by {state['signal']}" if state.get("signal") else
+           "stopped: no space left on the device" if state.get("stopped") else
+           "interrupted (Ctrl-C)" if exitstatus == pytest.ExitCode.INTERRUPTED else "")
     for v in verdicts.values():
         if v["verdict"] == "error" and not v["detail"]:
-            v["detail"] = ("did not finish: interrupted (Ctrl-C)" if exitstatus == pytest.ExitCode.INTERRUPTED
-                           else "did not finish")
+            v["detail"] = f"did not finish: {why}" if why else "did not finish"
     if session.config.getoption("--recheck-bundles"):
-        _recheck_bundles(session, verdicts.values(), art)
-    env = getattr(session.config, "_kh_env", None)
-    summary = {
-        # What ran: the version the Kueue binary reported (its "Initializing" log line), never the flag.
-        "kueue_version": env.kueue_version if env is not None else None,
-        "kueue_requested": session.config.option.kueue_version,
-        "kueue": env.kueue_build_info() if env is not None and hasattr(env, "kueue_build_info") else None,
-        "kubernetes_version": getattr(env, "kubernetes_version", "") or (
-            versions.KUBERNETES_VERSION if session.config.getoption("--target") == "local" else None),
-        "target": session.config.getoption("--target"),
-        "environment_ready_seconds": round(env.started.get("ready_seconds", 0), 2) if env else None,
-        # kube-scheduler's and kwok's versions when a case asked for Pods that run (harness/env/pods.py).
-        "pods": env.pods_info() if env is not None and hasattr(env, "pods_info") else None,
-        "cases": list(verdicts.values()),
-    }
-    (art / "summary.json").write_text(json.dumps(summary, indent=2))
+        try:
+            art.mkdir(parents=True, exist_ok=True)
+            _recheck_bundles(session, verdicts.values(), art)
+        except OSError as e:
+            warnings.warn(f"kueue-harness: the offline re-check could not write under {art}: {e.strerror or e}")
+    write_summary(session, final=True)
 
 
 def _recheck_bundles(session: pytest.Session, entries, art: Path) -> None:

@@ -2,25 +2,23 @@
 *pass* where #11480 scenario 1 is fixed, and scenario 2 still reproduce), and a local source tree with an
 uncommitted one-line change that must show up in Kueue's own log.
 
-Both need a Kueue repository for tags the Go module proxy does not serve: KUEUE_HARNESS_KUEUE_REPO (CI
-points it at a .tar of a bare repository), else upstream. Outside CI, a repository that cannot be reached
-skips with the reason; in CI (CI=true) it fails.
+Both need a Kueue repository for tags the Go module proxy does not serve: KUEUE_HARNESS_KUEUE_REPO (a path,
+URL or .tar of a bare repository), else upstream. With none configured, an upstream that cannot be reached
+skips with the reason (tests/integration/builds.py); a configured repository that fails is a failure.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
-import pytest
 
 from harness import report
 from harness.build import binaries
 from harness.build import kueue as kueue_build
 from harness.cli.matrix import CASES_DIR, aggregate, run_cases
-from harness.common.errors import BuildError, UnservedVersion
 from harness.kueue import log as kueue_log
+from tests.integration.builds import build_or_skip
 
 #: A release with the scenario-1 fix (the cherry-pick 2f5004ff of kubernetes-sigs/kueue#11502).
 FIXED_RELEASE = "v0.17.4"
@@ -28,13 +26,7 @@ MARKER = "kueue-harness source-tree marker: this line is not in any Kueue releas
 
 
 def _build_or_skip(spec: kueue_build.KueueSpec) -> binaries.Binaries:
-    try:
-        return binaries.ensure_all(spec)
-    except (UnservedVersion, BuildError) as e:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"cannot build Kueue {spec.wanted} here (set KUEUE_HARNESS_KUEUE_REPO to a Kueue repository "
-                    f"or its .tar): {str(e).splitlines()[0]}")
+    return build_or_skip(spec)
 
 
 def test_seed_cases_on_a_fixed_release(tmp_path: Path, artifacts_dir: Path) -> None:

@@ -95,7 +95,7 @@ def test_run_hands_pytest_a_new_folder_beside_an_earlier_run(tmp_path: Path, mon
 
     monkeypatch.setattr(binaries, "ensure_all", lambda spec: None)
     monkeypatch.setattr(local, "check_free_space", lambda path: None)
-    monkeypatch.setattr(cli, "_kubectl_too", lambda optional: None)
+    monkeypatch.setattr(cli, "select_cases", lambda targets, options: ["cases/x.py::test_x"])
     monkeypatch.setattr(pytest, "main", fake_pytest_main)
     assert cli.main(["run", "--artifacts-dir", str(art)]) == 0
     out, err = capsys.readouterr()

@@ -58,11 +58,19 @@ def test_spec_from_options_defaults_to_the_default_tag() -> None:
     assert kb.KueueSpec.from_options("0.17.4").version == "v0.17.4"
 
 
-def test_spec_ref_wins_over_the_default_version_but_not_an_explicit_one(tmp_path: Path) -> None:
-    s = kb.KueueSpec.from_options(versions.DEFAULT_KUEUE_VERSION, ref="release-0.17")
+def test_spec_ref_wins_over_the_default_version_but_not_an_explicit_one(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24 item 6: a version given together with a ref is refused, even the default's spelling (it was
+    dropped silently); the default and KUEUE_HARNESS_KUEUE_VERSION give way to a ref."""
+    monkeypatch.delenv("KUEUE_HARNESS_KUEUE_VERSION", raising=False)
+    s = kb.KueueSpec.from_options(None, ref="release-0.17")
     assert s.ref == "release-0.17" and s.version is None and s.wanted == "ref release-0.17"
-    with pytest.raises(HarnessError, match="two builds"):
-        kb.KueueSpec.from_options("v0.17.4", ref="main")
+    monkeypatch.setenv("KUEUE_HARNESS_KUEUE_VERSION", "v0.17.4")
+    assert kb.KueueSpec.from_options(None, ref="main").ref == "main"
+    assert kb.KueueSpec.from_options(None).version == "v0.17.4"
+    for version in (versions.DEFAULT_KUEUE_VERSION, "v0.17.4"):
+        with pytest.raises(HarnessError, match="two builds"):
+            kb.KueueSpec.from_options(version, ref="main")
     with pytest.raises(HarnessError, match="two builds"):
         kb.KueueSpec.from_options(None, ref="main", source=str(tmp_path))
 

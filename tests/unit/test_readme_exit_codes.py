@@ -28,7 +28,6 @@ from tests.unit.test_session import Fake, _dead_session, _script
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 NOT_PROVOKED = {
-    "port N": "the CLI picks free ports itself; only the Python API (LocalEnvironment.start) takes fixed ports",
     "Kueue v0.17 needs /etc/kueue/metrics/certs": "needs a machine where /etc/kueue cannot be written (tests run as root)",
     "a case `error`": "needs a real environment and a case (tests/integration/test_verdicts.py)",
 }
@@ -61,6 +60,22 @@ def _run(fake: Fake, *args: str, timeout: float = 60) -> tuple[int, str]:
 
 def bad_version(fake: Fake) -> Result:
     return [_run(fake, "build", "--kueue-version", "banana")]
+
+
+def two_selectors(fake: Fake) -> Result:
+    """Refused before anything is built or created (issue 24 item 6): the default's own spelling too."""
+    code, out = _run(fake, "run", "--kueue-version", "v0.17.0", "--kueue-ref", "main",
+                     "--artifacts-dir", str(fake.tmp / "art"))
+    assert "--kueue-version v0.17.0 and --kueue-ref name two builds" in out, out
+    assert not (fake.tmp / "art").exists()
+    return [(code, out)]
+
+
+def bisect_same_ref(fake: Fake) -> Result:
+    code, out = _run(fake, "bisect", "--case", "test_stuck_preemption", "--good", "v0.17.0", "--bad", "v0.17.0",
+                     "--out", str(fake.tmp / "bisect"))
+    assert "--good and --bad are both v0.17.0" in out and not (fake.tmp / "bisect").exists(), out
+    return [(code, out)]
 
 
 def no_go(fake: Fake) -> Result:
@@ -203,8 +218,14 @@ def pytest_keep_env(fake: Fake) -> Result:
 
 
 def no_case_matched(fake: Fake) -> Result:
+    """Resolved before any build (issue 24): an empty cache, no binaries given and no Go on PATH, yet the
+    answer is about -k, within seconds (the Bar's < 5 s is timed in bench/, not here), and no evidence folder."""
+    for var in [v for v in fake.env if v.startswith("KUEUE_HARNESS_") and v != "KUEUE_HARNESS_CACHE"]:
+        del fake.env[var]
     code, out = _run(fake, "run", "-k", "nomatch", "--artifacts-dir", str(fake.tmp / "art"), timeout=120)
-    assert "no case matched -k nomatch" in out, out
+    assert "no case matched -k nomatch" in out and "Go is not on PATH" not in out, out
+    assert not (fake.tmp / "art").exists(), "a refused run must leave no evidence folder"
+    assert not (fake.cache / "bin").exists() and not (fake.cache / "kueue").exists(), "nothing may be built"
     return [(code, out)]
 
 
@@ -215,8 +236,9 @@ def no_space(fake: Fake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
         monkeypatch.setenv(k, v)
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1024 * 1024))
-    code = cli.main(["run", "--artifacts-dir", str(fake.tmp / "art")])
+    code = cli.main(["run", "--artifacts-dir", str(fake.tmp / "art" / "run")])
     captured = capsys.readouterr()
+    assert not (fake.tmp / "art").exists(), "a refused run must leave no empty evidence folder"
     return [(code, captured.out + captured.err)]
 
 
@@ -294,6 +316,29 @@ def interrupted(fake: Fake) -> Result:
     return results
 
 
+def run_interrupted(fake: Fake) -> Result:
+    """`run` stopped by a signal while a case runs (synthetic cases, the real CLI and plugin:
+    tests/unit/test_run_interrupted.py checks what is kept)."""
+    from tests.unit.test_run_interrupted import run_fake
+
+    results = []
+    for sig in ("SIGINT", "SIGTERM", "SIGHUP"):
+        r, _, _ = run_fake(fake.tmp / sig, sig)
+        out = r.stdout + r.stderr
+        assert f"interrupted by {sig}: 1 verdict(s) decided before it are kept in" in out, out
+        results.append((r.returncode, out))
+    return results
+
+
+def run_no_space(fake: Fake) -> Result:
+    from tests.unit.test_run_interrupted import run_fake
+
+    r, _, _ = run_fake(fake.tmp, "enospc")
+    out = r.stdout + r.stderr
+    assert "no space left on the device writing" in out and "the run stopped after this case" in out, out
+    return [(r.returncode, out)]
+
+
 def bundle_unreadable(fake: Fake) -> Result:
     """`kueue-harness report` on a truncated bundle archive (tests/unit/test_report_robustness.py has more)."""
     good = Path(__file__).parent / "data" / "bundles" / "test-quota-oversubscription.tar.gz"
@@ -301,6 +346,15 @@ def bundle_unreadable(fake: Fake) -> Result:
     bad.write_bytes(good.read_bytes()[:2000])
     code, out = _run(fake, "report", str(bad), "--out", str(fake.tmp / "recheck"))
     assert "not a readable bundle archive" in out and "Traceback" not in out, out
+    # Issue 24: a refused archive leaves no empty (or half-unpacked) folder, given or the default `.recheck/`.
+    again, _ = _run(fake, "report", str(bad))
+    assert again == code and not (fake.tmp / "recheck").exists() and not (fake.tmp / "truncated.recheck").exists()
+    return [(code, out)]
+
+
+def bad_log_level(fake: Fake) -> Result:
+    code, out = _run(fake, "logs", "--level", "bogus")
+    assert "'bogus' is not a level Kueue logs" in out, out
     return [(code, out)]
 
 
@@ -319,6 +373,8 @@ def retired_variable(fake: Fake) -> Result:
 PROVOKE: dict[str, Callable[..., Result]] = {
     "is not a Kueue release tag": bad_version,
     "Go is not on PATH": no_go,
+    "name two builds: give one of them": two_selectors,
+    "`--good and --bad are both X`": bisect_same_ref,
     "could not download": build_failed,
     "exited during start-up": component_exited,
     "the proxy refused": proxy_refused,
@@ -334,11 +390,14 @@ PROVOKE: dict[str, Callable[..., Result]] = {
     "is already running": session_already_running,
     "supervisor pid N died": session_died,
     "the session failed to start": session_failed_to_start,
-    "interrupted by SIGTERM": interrupted,
+    "interrupted by SIGTERM while session": interrupted,
+    "verdict(s) decided before it are kept": run_interrupted,
+    "no space left on the device writing": run_no_space,
     "KUEUE_HARNESS_SESSION is no longer read": retired_variable,
     "cannot talk to the proxy's control channel": control_channel_gone,
     "anchors and aliases are not allowed": plan_refused,
     "not a readable bundle archive": bundle_unreadable,
+    "is not a level Kueue logs": bad_log_level,
     "explore`: `no case named": explore_no_case,
 }
 

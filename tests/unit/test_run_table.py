@@ -60,7 +60,7 @@ def test_run_prints_the_bugs_of_the_cases_that_ran(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(binaries, "ensure_all", lambda spec: None)
     monkeypatch.setattr(local, "check_free_space", lambda path: None)
-    monkeypatch.setattr(cli, "_kubectl_too", lambda optional: None)
+    monkeypatch.setattr(cli, "select_cases", lambda targets, options: ["cases/x.py::test_x"])
     monkeypatch.setattr(pytest, "main", fake_pytest_main)
     assert cli.main(["run", "-k", "sticky", "--artifacts-dir", str(art)]) == 0
     out = capsys.readouterr().out

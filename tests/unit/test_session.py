@@ -195,6 +195,56 @@ def test_status_reports_a_dead_supervisor_and_down_cleans_up(fake: Fake) -> None
             left.kill()
 
 
+def test_up_after_a_killed_supervisor_cleans_up_and_starts_in_one_go(fake: Fake) -> None:
+    """Issue 24 item 3: `up --name NAME` over a dead supervisor's record used to remove the session's folder
+    while it held the start lock and then fail writing the new record there (session.tmp-N: no such file)."""
+    left, state = _dead_session(fake, "again")
+    up = fake.up("--name", "again")
+    try:
+        rec, etcd = fake.wait_starting(up, "again")
+        assert rec["phase"] == "starting" and is_alive(rec["supervisor"]["pid"], rec["supervisor"]["start"])
+        assert left.wait(10) is not None, "the dead session's leftover must be reaped"
+        assert not state.exists()
+        assert (fake.cache / "sessions" / "again" / "up.lock").exists(), "the start lock stays while up starts it"
+    finally:
+        up.send_signal(signal.SIGINT)
+        out, err = up.communicate(timeout=60)
+        if left.poll() is None:
+            left.kill()
+    assert "its supervisor pid" in err and "had died; reaped kueue" in err and "starting it again" in err, err
+    assert "No such file or directory" not in err and "session.tmp-" not in err, err
+    assert up.returncode == 130, err
+
+
+def test_sessions_says_degraded_when_kueue_has_exited(fake: Fake) -> None:
+    """Issue 24 item 8: a live supervisor whose Kueue exited is listed as `degraded`, not `running`."""
+    sup = subprocess.Popen(["sleep", "300"])
+    kueue = subprocess.Popen(["sleep", "300"])
+    proxy = subprocess.Popen(["sleep", "300"])
+    try:
+        state = fake.tmp / "state"
+        state.mkdir()
+        (state / "processes.json").write_text(json.dumps({"owner": {}, "procs": [
+            {"name": n, "pid": p.pid, "pgid": p.pid, "start": proc_start_time(p.pid), "argv0": "sleep", "log": "x"}
+            for n, p in (("kueue", kueue), ("proxy", proxy))]}))
+        d = fake.cache / "sessions" / "deg"
+        d.mkdir(parents=True)
+        (d / "session.json").write_text(json.dumps({
+            "name": "deg", "phase": "running", "supervisor": {"pid": sup.pid, "start": proc_start_time(sup.pid)},
+            "kueue_version": "v0.17.0", "artifacts": str(fake.tmp / "art"), "state": str(state),
+            "started": "2026-01-01T00:00:00"}))
+        assert fake.cli("sessions").stdout.splitlines()[1].split()[1] == "running"
+        kueue.kill()
+        kueue.wait(10)
+        out = fake.cli("sessions").stdout
+        assert out.splitlines()[1].split()[1] == "degraded", out
+        assert "deg: kueue exited; see" in out and "kueue-harness down --name deg" in out, out
+    finally:
+        for p in (sup, kueue, proxy):
+            p.kill()
+            p.wait(10)
+
+
 def test_named_sessions_are_listed_and_stopped_one_at_a_time(fake: Fake) -> None:
     """Two running records (their "supervisors" are stand-ins that exit on SIGTERM) and a dead one."""
     sups = {}
