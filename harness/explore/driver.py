@@ -141,9 +141,11 @@ class Explorer:
     def __init__(self, cases: list[str], spec: Any, out: Path, *, minutes: float = 30.0, max_runs: int = 400,
                  batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 5,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
-                 stop_after: int | None = None, reference_only: bool = False,
+                 stop_after: int | None = None, reference_only: bool = False, oracles: tuple[str, ...] = (),
                  say: Callable[[str], None] = print) -> None:
         self.cases, self.spec, self.out, self.say = cases, spec, out, say
+        #: `--oracle NAME[=JSON]` values passed on to every batch (harness/explore/plugin.py parse_oracles).
+        self.oracles = tuple(oracles)
         self.budget, self.max_runs, self.batch = minutes * 60.0, max_runs, max(1, batch)
         self.shard, self.max_depth, self.min_runs, self.noop_every = shard, max_depth, max(1, min_runs), max(1, noop_every)
         self.reference_dir, self.minimize_budget, self.stop_after = reference, minimize_minutes * 60.0, stop_after
@@ -226,7 +228,7 @@ class Explorer:
         targets = sorted({r["case"] for r in runs})
         cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rN", "--no-verdict-table",
                *self.spec.cli_args(), f"--artifacts-dir={bdir}", f"--explore-runs={bdir / 'runs.json'}",
-               "--explore-bundles=violations"]
+               "--explore-bundles=violations", *(f"--oracle={o}" for o in self.oracles)]
         progress = bdir / PROGRESS_FILE
         seen = 0
         with open(bdir / "pytest.log", "w") as log:

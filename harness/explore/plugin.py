@@ -60,17 +60,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "`kueue-harness explore` found on the control case it came from")
     g.addoption("--explore-runs", dest="kh_explore_runs", default=None, metavar="FILE",
                 help="(written by `kueue-harness explore`) JSON list of {id, case, plan}: one item per plan")
+    g.addoption("--oracle", dest="kh_oracles", action="append", default=[], metavar="NAME[=JSON]",
+                help="perturbed runs: judge them also by this checker, with these parameters (repeatable), e.g. "
+                     "--oracle 'write_count={\"write\": \"eviction\", \"max\": 1}' (docs/checkers.md)")
     g.addoption("--explore-bundles", dest="kh_explore_bundles", choices=("all", "violations"), default="all",
                 help="perturbed runs: write the evidence bundle for every run (default) or only for runs that "
                      "violated an invariant (explore's setting: a bundle costs about a second)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Validate `--plan FILE` before any environment starts, as `up --plan` does: a usage error with every
-    `file:line:` problem. A bare name that is neither a file nor a shipped plan may be a plan next to a case
-    (`<case folder>/plans/<name>.yaml`): it is validated when the cases are collected."""
+    """Validate `--oracle`s and `--plan FILE` before any environment starts, as `up --plan` does: a usage
+    error with every `file:line:` problem. A bare name that is neither a file nor a shipped plan may be a plan
+    next to a case (`<case folder>/plans/<name>.yaml`): it is validated when the cases are collected."""
     from harness.plan.load import PlanError, load_plan, shipped_plans
 
+    parse_oracles(config.getoption("kh_oracles") or [])
     plan = config.getoption("kh_plan")
     if not plan:
         return
@@ -167,11 +171,35 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     return res
 
 
-def explore_selection(declared: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The case's checkers plus EXPLORE_CHECKERS (the case's parameters win: its liveness jobs stay)."""
+def explore_selection(declared: dict[str, dict[str, Any]],
+                      oracles: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """The case's checkers plus EXPLORE_CHECKERS and the `--oracle`s (the case's parameters win: its
+    liveness jobs stay)."""
     out = {k: dict(v or {}) for k, v in declared.items()}
     for name in EXPLORE_CHECKERS:
         out.setdefault(name, {})
+    for name, params in (oracles or {}).items():
+        out.setdefault(name, dict(params))
+    return out
+
+
+def parse_oracles(values: list[str]) -> dict[str, dict[str, Any]]:
+    """`--oracle` values ("NAME" or "NAME=JSON object") as {name: params}; each is built once, so a wrong
+    name or parameter is a UsageError naming it. Raises pytest.UsageError."""
+    out: dict[str, dict[str, Any]] = {}
+    for v in values:
+        name, _, raw = v.partition("=")
+        try:
+            params = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            raise pytest.UsageError(f"--oracle {v}: the parameters after = must be a JSON object ({e})") from None
+        if not isinstance(params, dict):
+            raise pytest.UsageError(f"--oracle {v}: the parameters after = must be a JSON object, e.g. {{\"max\": 1}}")
+        try:
+            Selection({name.strip(): params}).build()
+        except (KeyError, TypeError, ValueError) as e:
+            raise pytest.UsageError(f"--oracle {v}: {e}") from None
+        out[name.strip()] = params
     return out
 
 
@@ -262,7 +290,8 @@ class PerturbedRun:
                      what="the plan's holds and process faults to end")
         except WaitTimeout:
             ctx.record("settle_problem", problem=f"the plan still held a flow after {bound:g}s")
-        ctx.selection = Selection(explore_selection(ctx.selection.checkers))
+        ctx.selection = Selection(explore_selection(ctx.selection.checkers,
+                                                    parse_oracles(self.config.getoption("kh_oracles") or [])))
         checkers = [c for c in ctx.selection.build() if REGISTRY[c.name].kind == "invariant"]
         t0 = time.time()
 

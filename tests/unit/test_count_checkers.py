@@ -155,3 +155,20 @@ def test_log_count_min_field_and_what_cannot_be_judged():
 def test_log_count_refuses_bad_parameters(kw, text):
     with pytest.raises(ValueError, match=text):
         LogCount(**kw)
+
+
+# ---- from explore: --oracle ----------------------------------------------------------------------------
+
+def test_explore_oracles_parse_and_join_the_selection():
+    from harness.explore.plugin import explore_selection, parse_oracles
+
+    o = parse_oracles(['write_count={"write": "eviction", "max": 1}', "log_count={\"msg\": \"^Preempted$\", \"max\": 3}"])
+    assert o == {"write_count": {"write": "eviction", "max": 1}, "log_count": {"msg": "^Preempted$", "max": 3}}
+    sel = explore_selection({"liveness": {"jobs": ["job2"]}}, o)
+    assert sel["write_count"] == {"write": "eviction", "max": 1} and sel["liveness"] == {"jobs": ["job2"]}
+    # The case's own parameters win over an oracle of the same name.
+    assert explore_selection({"write_count": {"write": "admission", "min": 1, "per": "case"}}, o)["write_count"]["write"] == "admission"
+    for bad, text in (("write_count=[1]", "JSON object"), ("write_count={", "JSON object"),
+                      ("nope", "no checker named"), ('write_count={"write": "x", "max": 1}', "write must be one of")):
+        with pytest.raises(pytest.UsageError, match=text):
+            parse_oracles([bad])
