@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from harness.checkers.model import lifecycle
+from harness.checkers.model import accounting, lifecycle
 from harness.checkers.model import quota as checks
 
 #: How often (seconds) the monitor reads an object whose deletion is pending (`object_still_deleting`).
@@ -65,6 +65,7 @@ class InvariantMonitor:
         self.cluster_queues: dict[str, dict[str, Any]] = {}
         self.open_quota: dict[tuple, checks.QuotaFinding] = {}
         self.open_mismatch: dict[tuple, checks.StatusMismatch] = {}
+        self.open_accounting: dict[tuple, accounting.AccountingMismatch] = {}
         self.ever_violated: list[checks.QuotaFinding] = []
         self.first_violation_at: float | None = None  # epoch seconds
         self.ever_mismatched: list[checks.StatusMismatch] = []
@@ -288,6 +289,25 @@ class InvariantMonitor:
             if k not in mism:
                 self.record("reservation_mismatch_cleared", source="monitor", mismatch=m.describe())
         self.open_mismatch = mism
+        if self.lifecycle:
+            self._evaluate_accounting(cqs)
+
+    def _evaluate_accounting(self, cqs: list[dict[str, Any]]) -> None:
+        """Record when the case's ClusterQueues' and LocalQueues' Workload counts (status.pendingWorkloads,
+        reservingWorkloads, admittedWorkloads) start and stop disagreeing with the Workloads
+        (harness/checkers/model/accounting.py; judged by harness/checkers/pending_accounting.py)."""
+        lqs = [lq for lq in self.localqueues.values() if self.namespace is None
+               or (lq.get("metadata") or {}).get("namespace") == self.namespace]
+        found = {(m.kind, m.name, m.field): m for m in accounting.mismatches(cqs, lqs, self.workloads.values())}
+        for k, m in found.items():
+            if k not in self.open_accounting:
+                self.record("accounting_mismatch_started", source="monitor", kind=m.kind, name=m.name, field=m.field,
+                            status=m.status, counted=m.counted, workloads=list(m.workloads), finding=m.describe())
+        for k, m in self.open_accounting.items():
+            if k not in found:
+                self.record("accounting_mismatch_cleared", source="monitor", kind=m.kind, name=m.name, field=m.field,
+                            finding=m.describe())
+        self.open_accounting = found
 
 
 _KINDS = {"workloads": "Workload", "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue", "cohorts": "Cohort",

@@ -37,6 +37,9 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--noop-every", type=int, default=20, help="a no-op run every N perturbations (default 20)")
     ex.add_argument("--reference", help="reuse the reference runs of an earlier exploration's folder")
     ex.add_argument("--stop-after", type=int, help="stop once this many distinct violations were found")
+    ex.add_argument("--oracle", action="append", default=[], metavar="NAME[=JSON]",
+                    help="judge every run also by this checker with these parameters (repeatable), e.g. "
+                         "'write_count={\"write\": \"eviction\", \"max\": 1}' (docs/checkers.md)")
     ex.add_argument("--reference-only", action="store_true",
                     help="only run the reference runs (for shards on other machines: --reference DIR)")
     ex.set_defaults(func=cli)
@@ -61,6 +64,14 @@ def cli(args: Any) -> int:
     for k in ("minutes", "max_runs", "batch", "max_depth", "min_runs", "noop_every"):
         if getattr(args, k) is not None and getattr(args, k) <= 0:
             raise HarnessError(f"--{k.replace('_', '-')} must be above 0, got {getattr(args, k)}")
+    import pytest
+
+    from harness.explore.plugin import parse_oracles
+
+    try:
+        parse_oracles(getattr(args, "oracle", None) or [])  # a wrong checker name or parameter, before anything is built
+    except pytest.UsageError as e:
+        raise HarnessError(str(e)) from None
     cases = [resolve_case(c) for c in args.cases]
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
                                   getattr(args, "kueue_patch", None))
@@ -73,7 +84,8 @@ def cli(args: Any) -> int:
     ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
                   max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
                   reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
-                  reference_only=args.reference_only, stream=args.stream)
+                  reference_only=args.reference_only, stream=args.stream,
+                  oracles=tuple(getattr(args, "oracle", None) or ()))
     def interrupted(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt  # run_batch stops the batch's pytest process group; the table is written
 

@@ -96,8 +96,11 @@ class Explorer:
                  batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 5,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
                  stop_after: int | None = None, reference_only: bool = False, stream: bool = True,
+                 oracles: tuple[str, ...] = (),
                  say: Callable[[str], None] = print) -> None:
         self.cases, self.spec, self.out, self.say = cases, spec, out, say
+        #: `--oracle NAME[=JSON]` values passed on to every batch (harness/explore/plugin.py parse_oracles).
+        self.user_oracles = tuple(oracles)
         self.budget, self.max_runs, self.batch = minutes * 60.0, max_runs, max(1, batch)
         self.shard, self.max_depth, self.min_runs, self.noop_every = shard, max_depth, max(1, min_runs), max(1, noop_every)
         self.reference_dir, self.minimize_budget, self.stop_after = reference, minimize_minutes * 60.0, stop_after
@@ -194,7 +197,7 @@ class Explorer:
         targets = sorted({r["case"] for r in runs})
         cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rN", "--no-verdict-table",
                *self.spec.cli_args(), f"--artifacts-dir={bdir}", f"--explore-runs={bdir / 'runs.json'}",
-               "--explore-bundles=violations"]
+               "--explore-bundles=violations", *(f"--oracle={o}" for o in self.user_oracles)]
         progress = bdir / PROGRESS_FILE
         seen = 0
         self.batch_tally = {}
@@ -264,7 +267,8 @@ class Explorer:
     def _stream_cmd(self, art: Path) -> list[str]:
         return [sys.executable, "-m", "pytest", *self.cases, "-p", "no:cacheprovider", "-q", "-rN",
                 "--no-verdict-table", *self.spec.cli_args(), f"--artifacts-dir={art}",
-                f"--explore-stream={self.out / 'stream'}", "--explore-bundles=violations"]
+                f"--explore-stream={self.out / 'stream'}", "--explore-bundles=violations",
+                *(f"--oracle={o}" for o in self.user_oracles)]
 
     def _progress(self, line: dict[str, Any], k: int, n: int) -> None:
         """A progress line; its counters are the table's (counts()) plus this batch's runs so far."""

@@ -10,6 +10,11 @@ reference run makes meaningful, so a bug class other than kueue#11480's is seen 
 | `deletion_completes` | deleted an object of the case | a finalizer never removed, a deletion that wedges (kueue#1789, kueue#12820) |
 | `pending_fits_admitted` | had a Workload written pending (it waited for quota) | a pending Workload that fits but is never admitted (kueue#9889, kueue#10181) |
 
+`write_count` (several eviction requests for one victim, kueue#9428) is not chosen by default: a perturbation
+can make Kueue evict a victim again legitimately (a stale admission overwrote its eviction, and a fixed
+Kueue evicts it anew), and the checker counts writes per object, not per preemption; give it with
+`--oracle 'write_count={"write": "eviction", "max": 1, "answered": "ok"}'` where the case allows it.
+
 `not_judged` names the progress invariants a move makes meaningless: a write the proxy fails every time
 (`fail`, `times: null`) blocks what depends on it whatever Kueue does, so liveness-like checkers are not
 applied to such a run (the safety invariants still are).

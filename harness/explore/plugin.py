@@ -66,17 +66,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--explore-stream", dest="kh_explore_stream", default=None, metavar="DIR",
                 help="(written by `kueue-harness explore`) take runs one at a time from the driver through DIR: one "
                      "environment for the whole search (harness/explore/stream.py)")
+    g.addoption("--oracle", dest="kh_oracles", action="append", default=[], metavar="NAME[=JSON]",
+                help="perturbed runs: judge them also by this checker, with these parameters (repeatable), e.g. "
+                     "--oracle 'write_count={\"write\": \"eviction\", \"max\": 1}' (docs/checkers.md)")
     g.addoption("--explore-bundles", dest="kh_explore_bundles", choices=("all", "violations"), default="all",
                 help="perturbed runs: write the evidence bundle for every run (default) or only for runs that "
                      "violated an invariant (explore's setting: a bundle costs about a second)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Validate `--plan FILE` before any environment starts, as `up --plan` does: a usage error with every
-    `file:line:` problem. A bare name that is neither a file nor a shipped plan may be a plan next to a case
-    (`<case folder>/plans/<name>.yaml`): it is validated when the cases are collected."""
+    """Validate `--oracle`s and `--plan FILE` before any environment starts, as `up --plan` does: a usage
+    error with every `file:line:` problem. A bare name that is neither a file nor a shipped plan may be a plan
+    next to a case (`<case folder>/plans/<name>.yaml`): it is validated when the cases are collected."""
     from harness.plan.load import PlanError, load_plan, shipped_plans
 
+    parse_oracles(config.getoption("kh_oracles") or [])
     plan = config.getoption("kh_plan")
     if not plan:
         return
@@ -223,6 +227,26 @@ def explore_selection(declared: dict[str, dict[str, Any]], oracles: dict[str, di
     return out
 
 
+def parse_oracles(values: list[str]) -> dict[str, dict[str, Any]]:
+    """`--oracle` values ("NAME" or "NAME=JSON object") as {name: params}; each is built once, so a wrong
+    name or parameter is a UsageError naming it. Raises pytest.UsageError."""
+    out: dict[str, dict[str, Any]] = {}
+    for v in values:
+        name, _, raw = v.partition("=")
+        try:
+            params = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            raise pytest.UsageError(f"--oracle {v}: the parameters after = must be a JSON object ({e})") from None
+        if not isinstance(params, dict):
+            raise pytest.UsageError(f"--oracle {v}: the parameters after = must be a JSON object, e.g. {{\"max\": 1}}")
+        try:
+            Selection({name.strip(): params}).build()
+        except (KeyError, TypeError, ValueError) as e:
+            raise pytest.UsageError(f"--oracle {v}: {e}") from None
+        out[name.strip()] = params
+    return out
+
+
 class PerturbedRun:
     """One case run under a plan (module docstring). `ctx`: the case's CaseContext; `plan`: its file;
     `run`: the driver's record ({id, case, plan, moves, …}; empty under `--plan`)."""
@@ -310,8 +334,8 @@ class PerturbedRun:
                      what="the plan's holds and process faults to end")
         except WaitTimeout:
             ctx.record("settle_problem", problem=f"the plan still held a flow after {bound:g}s")
-        ctx.selection = Selection(explore_selection(ctx.selection.checkers, self.run.get("oracles"),
-                                                    self.run.get("not_judged") or ()))
+        oracles = {**(self.run.get("oracles") or {}), **parse_oracles(self.config.getoption("kh_oracles") or [])}
+        ctx.selection = Selection(explore_selection(ctx.selection.checkers, oracles, self.run.get("not_judged") or ()))
         checkers = [c for c in ctx.selection.build() if REGISTRY[c.name].kind == "invariant"]
         t0 = time.time()
 
