@@ -134,9 +134,15 @@ class CaseContext:
         self.history.record(event, **fields)
 
     def kueue_state(self) -> dict[str, Any]:
-        """{"starts": N, "alive": bool}: recorded at the start and at the verdict, so the assumption
-        "Kueue not restarted unasked" can be re-checked from the history alone."""
-        return {"starts": self.env.kueue_starts(), "alive": bool(self.env.kueue_alive())}
+        """{"starts": N, "alive": bool[, "log": {...}]}: recorded at the start and at the verdict, so the
+        assumptions "Kueue not restarted unasked" and "Kueue's log followed" can be re-checked from the
+        history alone. "log" (targets that follow Kueue's log through the API: harness/env/pod_logs.py)
+        is the follower's health: problems so far, the last one, bytes written, alive."""
+        state: dict[str, Any] = {"starts": self.env.kueue_starts(), "alive": bool(self.env.kueue_alive())}
+        health = getattr(self.env, "kueue_log_health", None)
+        if health is not None:
+            state["log"] = health()
+        return state
 
     # ---- what the checkers read ------------------------------------------------------------------
     def snapshot(self) -> list[dict[str, Any]]:
