@@ -1,5 +1,4 @@
 """kubernetes-sigs/kueue#13662: preemption thrashing while evictions end apart (docs/kueue-notes.md §14)."""
-
 import pytest
 
 from harness.checkers.bounds import LIVENESS_BOUND
