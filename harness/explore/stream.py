@@ -200,6 +200,8 @@ class Stream:
 
         while pending or waiting:
             take_lines()  # before looking at the process: a run's line may be its last act
+            if not (pending or waiting):
+                break
             if not self.alive():
                 take_lines()  # what it wrote before it ended (nothing more can come)
                 if self.proc is not None and self.done_in_proc == 0:
