@@ -177,8 +177,33 @@ class Stream:
         waiting: dict[str, float] = {}
         results: dict[str, dict[str, Any] | None] = {}
         k = 0
+
+        def take_lines() -> None:
+            nonlocal k
+            for line in self._lines():
+                rid = str(line.get("run"))
+                if rid not in waiting:
+                    continue
+                waiting.pop(rid)
+                k += 1
+                self.done_in_proc += 1
+                res = None
+                ev = line.get("evidence")
+                try:
+                    res = json.loads((Path(ev) / "explore.json").read_text()) if ev else None
+                except (OSError, ValueError):
+                    res = None
+                if res is not None:
+                    res["bundle"] = str(Path(ev).with_name(Path(ev).name + ".tar.gz"))
+                results[rid] = res
+                on_line(line, k, len(runs))
+
         while pending or waiting:
+            take_lines()  # before looking at the process: a run's line may be its last act
+            if not (pending or waiting):
+                break
             if not self.alive():
+                take_lines()  # what it wrote before it ended (nothing more can come)
                 if self.proc is not None and self.done_in_proc == 0:
                     self.fruitless += 1
                     if self.fruitless >= MAX_FRUITLESS:
@@ -208,23 +233,7 @@ class Stream:
                     waiting[r["id"]] = time.monotonic()
                 elif pending:
                     self._answer(w["slot"], {"skip": "no run for this case in the batch"})
-            for line in self._lines():
-                rid = str(line.get("run"))
-                if rid not in waiting:
-                    continue
-                waiting.pop(rid)
-                k += 1
-                self.done_in_proc += 1
-                res = None
-                ev = line.get("evidence")
-                try:
-                    res = json.loads((Path(ev) / "explore.json").read_text()) if ev else None
-                except (OSError, ValueError):
-                    res = None
-                if res is not None:
-                    res["bundle"] = str(Path(ev).with_name(Path(ev).name + ".tar.gz"))
-                results[rid] = res
-                on_line(line, k, len(runs))
+            take_lines()
             bound = self.per_run + (START_GRACE if self.done_in_proc == 0 else 0.0)
             late = [rid for rid, t in waiting.items() if time.monotonic() - t > bound]
             if late:
