@@ -94,5 +94,6 @@ def cli(args: Any) -> int:
     result = ex.run()
     print()
     print(render_summary(result), end="")
-    print(f"\nexplore: {out / 'summary.md'}, explore.json, findings/, every run's plan under plans/ and evidence under batches/")
+    print(f"\nexplore: {out / 'summary.md'}, explore.json, findings/, every run's plan under plans/ and evidence under "
+          f"{'stream/' if args.stream else 'batches/'}")
     return 0
