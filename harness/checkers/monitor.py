@@ -202,8 +202,8 @@ class InvariantMonitor:
 
     def _confirmed(self, found: dict[tuple, checks.QuotaFinding], wls: list[dict[str, Any]]
                    ) -> dict[tuple, checks.QuotaFinding]:
-        """`found` without the new findings a direct read of the ClusterQueues and Cohorts does not confirm
-        (the quota tree now, with the Workloads as the watch has them). A read that fails keeps them and is
+        """The findings to keep: the open ones of `found`, and as new ones those a direct read of the
+        ClusterQueues and Cohorts finds (the quota tree now, with the Workloads as the watch has them). A read that fails keeps them and is
         recorded as `watch_error` (monitor_healthy then voids the verdict)."""
         from kubernetes import client
 
@@ -221,7 +221,9 @@ class InvariantMonitor:
         wls = [w for w in wls if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") in names]
         fresh = {(f.scope, f.name, f.flavor, f.resource): f for f in
                  checks.check_quota(wls, cqs, checks.cohorts_in_scope(all_cohorts, cqs, self.prefix))}
-        return {k: f for k, f in found.items() if k in self.open_quota or k in fresh}
+        # Open findings go on as the watch sees them; new ones are the read's (its tree, its names).
+        return {**{k: f for k, f in found.items() if k in self.open_quota},
+                **{k: f for k, f in fresh.items() if k not in self.open_quota}}
 
     def _read(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The object now, by a direct GET (None: 404)."""

@@ -233,6 +233,10 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
                 errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for step {t.step}, but {t.step} "
                                         f"(action {target.action}) is not a step; wait for a rule with "
                                         "{rule: ID, state: …}"))
+            elif t.count and target.times is not None and target.times < (t.at_least or 1):
+                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: counts {t.at_least} flows of {t.count}, but "
+                                        f"{t.count} catches only {target.times} (times: {target.times}); give it "
+                                        "`times: null` (every match) or at least as many"))
             elif t.count and t.state not in target.kind.trigger_states:
                 errors.append(RuleError(f"rule {r.id}: release.after[{i}]: counts {t.count}'s flows {t.state}, but "
                                         f"{t.count} (action {target.action}) can only be waited for as "

@@ -53,7 +53,8 @@ def test_count_in_a_plan_round_trips_and_names_known_rules_only() -> None:
     plan = parse_plan(yaml.safe_dump({"apiVersion": "kueue-harness/v1", "kind": "FaultPlan", "name": "p", "rules": [
         {"id": "hold-b", "match": {"write": "quota_release", "name": "job-job-b-*"}, "action": "hold",
          "release": {"after": [{"count": "qr-a", "at_least": 4, "status": 200}], "timeout": 60}},
-        {"id": "qr-a", "match": {"write": "quota_release", "name": "job-job-a-*"}, "action": "observe"}]}))
+        {"id": "qr-a", "match": {"write": "quota_release", "name": "job-job-a-*"}, "action": "observe",
+         "times": None}]}))
     d = plan.rules[0].to_dict()
     assert d["release"]["after"] == [{"count": "qr-a", "at_least": 4, "state": "answered", "status": 200}]
     assert Trigger.from_dict(d["release"]["after"][0], "again") == plan.rules[0].release.after[0]
@@ -62,6 +63,11 @@ def test_count_in_a_plan_round_trips_and_names_known_rules_only() -> None:
         parse_plan(yaml.safe_dump({"apiVersion": "kueue-harness/v1", "kind": "FaultPlan", "name": "p", "rules": [
             {"id": "hold-b", "match": {"write": "quota_release"}, "action": "hold",
              "release": {"after": [{"count": "qr-a", "at_least": 4, "state": "held"}], "timeout": 60}},
+            {"id": "qr-a", "match": {"write": "quota_release"}, "action": "observe", "times": None}]}))
+    with pytest.raises(PlanError, match="counts 4 flows of qr-a, but qr-a catches only 1"):
+        parse_plan(yaml.safe_dump({"apiVersion": "kueue-harness/v1", "kind": "FaultPlan", "name": "p", "rules": [
+            {"id": "hold-b", "match": {"write": "quota_release"}, "action": "hold",
+             "release": {"after": [{"count": "qr-a", "at_least": 4}], "timeout": 60}},
             {"id": "qr-a", "match": {"write": "quota_release"}, "action": "observe"}]}))
 
 
