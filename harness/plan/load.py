@@ -20,6 +20,7 @@ from harness.common import paths
 from harness.common.errors import HarnessError
 from harness.plan import actions, steps
 from harness.plan.rules import Match, Release, Rule, RuleError, Trigger, rule_keys, rule_set_errors
+from harness.plan.yaml_guard import LOADER, MAX_DEPTH, TOO_DEEP, GuardError, guard  # noqa: F401
 
 CASES_DIR = paths.CASES_DIR
 #: The plans of the seed scenarios (kubernetes-sigs/kueue#11480); every bug folder keeps its plans in
@@ -359,45 +360,6 @@ def check_namespace(namespace: str) -> str:
                     "digits and '-', and starts and ends with a letter or digit (e.g. --namespace team-a)")
 
 
-#: LibYAML's safe loader where PyYAML was built with it (about 10x faster on a large plan), else PyYAML's own;
-#: both build only the core schema's types.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-#: How deep a plan's mappings and lists may nest: the shipped plans need 7 (a step's object's spec); the
-#: limit keeps every recursive pass over the plan (composing, templating, copying) far from Python's stack.
-MAX_DEPTH = 40
-#: The YAML tags a plan may carry, spelt out or implied: the core schema's (yaml.SafeLoader resolves no
-#: others). `!!python/object…` and every custom tag are refused before anything is constructed.
-_TOO_DEEP = (f"nested more than {MAX_DEPTH} levels deep; a plan needs a few (its rules, their match and triggers, "
-             "a step's object): flatten it")
-_PLAIN_TAGS = {None, "!", *(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))}
-
-
-def _guard(text: str, source: str) -> None:
-    """Refuse, from YAML's event stream alone (no node built, no recursion), what a plan never needs and
-    what would make the loader slow or unsafe: anchors and aliases (exponential expansion, "billion
-    laughs"), tags outside the core schema (`!!python/object/apply:…` would run code under an unsafe
-    loader; here it is refused with its line), and nesting deeper than MAX_DEPTH (a 3,000-deep list would
-    exhaust Python's stack in the composer). Raises PlanError "file:line: …"; yaml.MarkedYAMLError for
-    text that is not YAML (the caller turns it into file:line)."""
-    depth = 0
-    for ev in yaml.parse(text, Loader=_LOADER):
-        line = ev.start_mark.line + 1
-        if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None):
-            raise PlanError(f"{source}:{line}: YAML anchors and aliases are not allowed in a plan; write each "
-                            "value out")
-        tag = getattr(ev, "tag", None)
-        if tag not in _PLAIN_TAGS:
-            shown = tag.replace("tag:yaml.org,2002:", "!!") if isinstance(tag, str) else tag
-            raise PlanError(f"{source}:{line}: YAML tag {shown} is not allowed in a plan: plans are plain YAML "
-                            "(strings, numbers, booleans, lists, mappings); remove the tag")
-        if isinstance(ev, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise PlanError(f"{source}:{line}: {_TOO_DEEP}")
-        elif isinstance(ev, yaml.CollectionEndEvent):
-            depth -= 1
-
-
 def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) -> Plan:
     """Parse and validate plan text. `namespace` (a case's namespace) is set on rules whose match has
     none, so that a plan written for any namespace acts only inside one; it is also the value of
@@ -413,19 +375,21 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     if namespace is not None:
         check_namespace(namespace)
     try:
-        _guard(text, source)
-        loader = _LOADER(text)
+        guard(text, source)
+        loader = LOADER(text)
         try:
             root = loader.get_single_node()
             data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
+    except GuardError as e:
+        raise PlanError(str(e)) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 1
         if "maximum nesting depth" in str(e.problem):  # LibYAML's own limit (1,000), met while scanning ahead
             line = e.context_mark.line + 1 if e.context_mark else line
-            raise PlanError(f"{source}:{line}: {_TOO_DEEP}") from None
+            raise PlanError(f"{source}:{line}: {TOO_DEEP}") from None
         context = (f" ({e.context} that started on line {e.context_mark.line + 1})"
                    if e.context and e.context_mark and e.problem_mark else "")
         lines = text.splitlines()
@@ -588,32 +552,4 @@ def load_plan(path: str | Path, namespace: str | None = None, near: Path | None 
     except UnicodeDecodeError as e:
         raise PlanError(f"{p}: not a text file (byte {e.start} is not UTF-8); a plan is YAML text") from None
     return parse_plan(text, str(p), namespace)
-
-
-def name_warnings(plan: Plan) -> list[str]:
-    """Offline warnings for a valid plan: "file:line: WARNING: …" for each rule that matches Workload
-    writes (a `write` class, `kind: Workload` or `resource: workloads`) by a literal `match.name` with no
-    glob, while no step of the plan creates a Workload of that name. Kueue names the Workload of a Job
-    `job1` `job-job1-<5 hex>` (jobframework.GetWorkloadNameForOwnerWithGVK: <kind>-<name>-<hash>), so
-    `name: job1` can never match it; the session says the same at run time once such a write came by
-    (harness/proxy/addons/state.py near_miss_hint). [] when there is nothing to warn about."""
-    from harness.kueue.api import WRITE_CLASSES
-
-    created = set()
-    for r in plan.rules:
-        if r.id in plan.steps and r.action == "create":
-            for obj in r.param("create") or []:
-                if isinstance(obj, dict) and obj.get("kind") == "Workload":
-                    created.add(str((obj.get("metadata") or {}).get("name")))
-    out = []
-    for r in plan.rules:
-        m = r.match
-        if r.id in plan.steps or not m.name or any(c in m.name for c in "*?[") or m.name in created:
-            continue
-        if m.write in WRITE_CLASSES or m.kind == "Workload" or m.resource == "workloads":
-            out.append(f"{plan.source}:{plan.lines.get(r.id, 1)}: WARNING: rule {r.id}: match.name {m.name!r} is a "
-                       f"literal name, but Kueue names a Job's Workload job-<job name>-<hash>, so it never matches the "
-                       f"Workload of a Job {m.name!r}: write match.name 'job-{m.name}-*' (keep {m.name!r} only for a "
-                       "Workload created under that exact name)")
-    return out
 
