@@ -19,10 +19,10 @@ from harness.kueue import versions
 
 
 def _kubectl_too(optional: bool):
-    """The pinned kubectl, built now if needed (sessions print it), so the first `up` after `run` or
-    `build` does not wait for it; None when Go is not on PATH to build it (every other binary may be given
-    through KUEUE_HARNESS_* variables; then Go is not needed). `optional`: a failed kubectl build is a
-    note, not an error (for `run`, whose cases do not use kubectl)."""
+    """The pinned kubectl, built now if needed (sessions print it), so the first `up` after `build` does
+    not wait for it (`run` does not build it: its cases never use kubectl); None when Go is not on PATH to
+    build it (every other binary may be given through KUEUE_HARNESS_* variables; then Go is not needed).
+    `optional`: a failed kubectl build is a note, not an error."""
     from harness.build import binaries
 
     try:
