@@ -80,7 +80,13 @@ def check_cached(binary: Path) -> str | None:
         except OSError:
             pass
         return None
-    return problem(binary, rec)
+    why = problem(binary, rec)
+    if why is None and os.stat(binary).st_mtime_ns != rec.get("mtime_ns"):
+        try:  # the same bytes with a new mtime (copied, touched): hashed once, not on every use
+            write_record(binary)
+        except OSError:
+            pass
+    return why
 
 
 def damaged(binary: Path) -> str | None:

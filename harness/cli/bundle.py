@@ -14,13 +14,16 @@ runs the same.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+import threading
 import time
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from harness.checkers import Selection, compose
 from harness.common import paths
@@ -220,8 +223,38 @@ class _Objects:
         return [self.c.api.sanitize_for_serialization(j) for j in self.c.batch.list_namespaced_job(namespace).items]
 
 
+#: Seconds between "still …" lines while one step of `bundle` takes long (cutting a big flows.mitm).
+PROGRESS_INTERVAL = 20.0
+
+
+def _stderr(line: str) -> None:
+    print(f"[kueue-harness] {line}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _step(say: Callable[[str], None], what: str, interval: float = PROGRESS_INTERVAL) -> Iterator[None]:
+    """Say `what` is under way, "still <what> (N s so far)" every `interval` seconds, and how long it took."""
+    t0 = time.monotonic()
+    say(f"bundle: {what} …")
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(interval):
+            say(f"bundle: still {what} ({time.monotonic() - t0:.0f} s so far)")
+
+    ticker = threading.Thread(target=tick, name="bundle-progress", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        done.set()
+        ticker.join()
+    say(f"bundle: {what}: {time.monotonic() - t0:.1f} s")
+
+
 def bundle_session(name: str | None = None, namespace: str | None = None, out: Path | None = None,
-                   objects: Mapping[str, Any] | None = None) -> SessionBundle:
+                   objects: Mapping[str, Any] | None = None, say: Callable[[str], None] = _stderr,
+                   interval: float = PROGRESS_INTERVAL) -> SessionBundle:
     """Write the evidence bundle of running session `name` (default "default") about the Workloads of
     `namespace` (default: the one namespace the session has Workloads in) into the new folder `out`
     (default <session artifacts>/bundles/<namespace>-<time>), pack it as `<out>.tar.gz`, and return what
@@ -229,18 +262,22 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
 
     Raises HarnessError when no such session runs (or it died, or is starting), when the namespace cannot
     be chosen, when `out` exists, or when the archive would hold a secret; OSError when the folder cannot
-    be written."""
+    be written. Progress: a line per step through `say` (stderr), and every `interval` seconds while a step
+    lasts (the Kueue log and the proxy's flows of a long session take most of the time)."""
     from harness.cli import session
 
     rec = session.require_session(name)
     env_dir = Path(rec["artifacts"]) / "env"
-    events = _proxy_events(env_dir / "proxy-events.jsonl")
+    with _step(say, f"reading the proxy's events ({env_dir / 'proxy-events.jsonl'})", interval):
+        events = _proxy_events(env_dir / "proxy-events.jsonl")
     reader = _Objects(rec["admin_kubeconfig"]) if objects is None else None
-    objs = dict(objects) if objects is not None else reader.cluster_wide()
-    ns = choose_namespace(events, [w for w in objs.get("workloads") or []], namespace)
-    if reader is not None:
-        objs = {"workloads": objs["workloads"], "jobs": reader.jobs(ns), "clusterqueues": objs["clusterqueues"],
-                "cohorts": objs.get("cohorts") or []}
+    with _step(say, "reading the Workloads, Jobs and ClusterQueues" + (" from kube-apiserver" if reader else ""),
+               interval):
+        objs = dict(objects) if objects is not None else reader.cluster_wide()
+        ns = choose_namespace(events, [w for w in objs.get("workloads") or []], namespace)
+        if reader is not None:
+            objs = {"workloads": objs["workloads"], "jobs": reader.jobs(ns), "clusterqueues": objs["clusterqueues"],
+                    "cohorts": objs.get("cohorts") or []}
     end = time.time()
     start = min([e["ts"] for e in events] + [end])
     d = Path(out) if out else env_dir.parent / "bundles" / f"{ns}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -262,26 +299,28 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
         for e in kueue["restarts"]:
             history.record("kueue_restart", at=e["ts"], kill=bool(e.get("kill")), rule=e.get("rule"))
     log_path = Path(rec["kueue_log"]) if rec.get("kueue_log") else None
-    lines = [line for line in (kueue_log.lines(log_path) if log_path else ())
-             if line.get("msg") in history.milestones]
-    merged = history.merged(events, lines, keys)
-    names = Names(merged, ns)
-    plain, _ = split_managed_fields(objs)
-    judged = merged
-    if kueue is not None:
-        # Kueue's state now goes with the verdict event (recorded below); the checkers see it there already.
-        judged = merged + [{"ts": max([end] + [e["ts"] for e in merged]), "source": "harness", "event": "verdict",
-                            "kueue": kueue["last"]}]
-    verdict = compose(Selection(SESSION_CHECKERS), judged, plain, names)
-    seen: dict[str, float] = {}
-    for e in merged:
-        seen[e["source"]] = max(seen.get(e["source"], e["ts"]), e["ts"])
-    broken = [f.check for f in verdict.findings if f.bearing and not f.assumption and f.result == "violated"]
-    history.record("verdict", invariant=",".join(dict.fromkeys(broken)) or "liveness,quota",
-                   held=verdict.verdict == "passed", verdict=verdict.verdict,
-                   reason=verdict.reason, seen=seen, session=rec["name"],
-                   **({"kueue": kueue["last"]} if kueue is not None else {}))
-    final = history.finalize(events, log_path, keys)
+    with _step(say, f"judging {len(events)} proxy events and Kueue's log of namespace {ns} with the session "
+                      "checkers", interval):
+        lines = [line for line in (kueue_log.lines(log_path) if log_path else ())
+                 if line.get("msg") in history.milestones]
+        merged = history.merged(events, lines, keys)
+        names = Names(merged, ns)
+        plain, _ = split_managed_fields(objs)
+        judged = merged
+        if kueue is not None:
+            # Kueue's state now goes with the verdict event (recorded below); the checkers see it there already.
+            judged = merged + [{"ts": max([end] + [e["ts"] for e in merged]), "source": "harness", "event": "verdict",
+                                "kueue": kueue["last"]}]
+        verdict = compose(Selection(SESSION_CHECKERS), judged, plain, names)
+        seen: dict[str, float] = {}
+        for e in merged:
+            seen[e["source"]] = max(seen.get(e["source"], e["ts"]), e["ts"])
+        broken = [f.check for f in verdict.findings if f.bearing and not f.assumption and f.result == "violated"]
+        history.record("verdict", invariant=",".join(dict.fromkeys(broken)) or "liveness,quota",
+                       held=verdict.verdict == "passed", verdict=verdict.verdict,
+                       reason=verdict.reason, seen=seen, session=rec["name"],
+                       **({"kueue": kueue["last"]} if kueue is not None else {}))
+        final = history.finalize(events, log_path, keys)
     message = verdict.reason + "\n" + "\n".join(f"  {f.check}: {f.result}: {f.evidence}" for f in verdict.findings
                                                   if f.result not in ("held", "not applicable") or not f.assumption)
     state = Path(rec["state"]) if rec.get("state") else None
@@ -318,7 +357,9 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
         "session": {"name": rec["name"], "started": rec.get("started"), "artifacts": rec.get("artifacts")},
     }
     mentions = [ns] + sorted(k.split("/", 1)[1] for k in keys)
-    archive = complete_bundle(d, meta, start, end, secrets, log_path, env_dir / "flows.mitm", mentions)
+    with _step(say, f"cutting Kueue's log and the proxy's flows to the window, writing report.md and the archive "
+                    f"into {d}", interval):
+        archive = complete_bundle(d, meta, start, end, secrets, log_path, env_dir / "flows.mitm", mentions)
     return SessionBundle(d, archive, verdict.verdict, verdict.reason, ns, len(final))
 
 

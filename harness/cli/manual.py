@@ -19,10 +19,10 @@ from harness.kueue import versions
 
 
 def _kubectl_too(optional: bool):
-    """The pinned kubectl, built now if needed (sessions print it), so the first `up` after `run` or
-    `build` does not wait for it; None when Go is not on PATH to build it (every other binary may be given
-    through KUEUE_HARNESS_* variables; then Go is not needed). `optional`: a failed kubectl build is a
-    note, not an error (for `run`, whose cases do not use kubectl)."""
+    """The pinned kubectl, built now if needed (sessions print it), so the first `up` after `build` does
+    not wait for it (`run` does not build it: its cases never use kubectl); None when Go is not on PATH to
+    build it (every other binary may be given through KUEUE_HARNESS_* variables; then Go is not needed).
+    `optional`: a failed kubectl build is a note, not an error."""
     from harness.build import binaries
 
     try:
@@ -385,7 +385,7 @@ def _cmd_plan_load(args: argparse.Namespace) -> int:
 def _cmd_plan_validate(args: argparse.Namespace) -> int:
     """Check plan files offline (no session): each valid one gets a line on stdout, every problem of the
     invalid ones a `file:line: …` line on stderr. 0 when all are valid, 2 otherwise."""
-    from harness.plan.lint import name_warnings
+    from harness.plan.hints import name_warnings
     from harness.plan.load import PlanError, load_plan
 
     bad = 0

@@ -65,6 +65,7 @@ from harness.cli.records import (  # noqa: F401 - the session records, used thro
 from harness.common.errors import HarnessError
 from harness.common.procs import proc_start_time
 from harness.common.waiting import WaitTimeout, wait_for
+from harness.kueue import versions
 
 #: Signals that stop a starting session (and `up`): terminal hang-up, `kill`, Ctrl-C.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
@@ -309,6 +310,9 @@ def _serve(args: argparse.Namespace) -> int:
                                   args.kueue_patch)
     env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept, pods=args.pods,
                                  kueue_config=kcfg)
+    print(f"[kueue-harness] environment ready in {env.started.get('ready_seconds', 0.0):.1f}s (Kueue {env.kueue_version}, "
+          f"kube-apiserver {getattr(env, 'kubernetes_version', '') or versions.KUBERNETES_VERSION}); artifacts: "
+          f"{art / 'env'}", flush=True)
     nemesis = None
     cases = None
     try:

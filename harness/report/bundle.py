@@ -182,8 +182,8 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "verdict"): ("invariant", "held"),
     ("harness", "holds_released_at_end"): ("holds",),
     ("harness", "case_finished"): (),
-    ("harness", "kueue_configured"): ("why", "declared", "summary", "restarted", "seconds", "feature_gates",
-                                         "if_known"),
+    ("harness", "kueue_configured"): ("why", "declared", "summary", "restarted", "seconds", "feature_gates"),
+    # (optional: if_known, only when the declaration has "if-known" gates)
     ("monitor", "quota_violation_started"): ("finding", "used_milli", "allowed_milli", "workloads"),
     ("monitor", "quota_violation_cleared"): ("finding",),
     ("monitor", "reservation_mismatch_started"): ("mismatch",),
@@ -202,7 +202,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("monitor", "pods_over_quota_started"): ("finding", "cluster_queue", "resource", "running_milli", "held_milli", "pods"),
     ("monitor", "pods_over_quota_cleared"): ("finding", "cluster_queue", "resource"),
     ("harness", "teardown_problem"): ("problem",),
-    ("harness", "case_objects_deleted"): ("namespace", "finalizers_removed"),
+    ("harness", "case_objects_deleted"): ("namespace",),  # optional: finalizers_removed (only when some were)
     ("harness", "case_objects_not_deleted"): ("error",),
     ("harness", "nodes_created"): ("nodes", "labels", "capacity", "kube_scheduler", "kwok"),
     ("harness", "pods_finished"): ("job", "phase", "pods"),

@@ -310,6 +310,10 @@ def _recheck_bundles(session: pytest.Session, entries, art: Path) -> None:
             try:
                 r = report.report_bundle(Path(v["bundle"]), out=Path(tmp) / str(i))
                 v["recheck"] = r.verdict
+                departs = [n for n in r.notes if "departs from docs/history.md" in n]
+                if departs:  # the harness's own writers and docs/history.md disagree (tests/unit/test_history_schema.py)
+                    v["recheck_notes"] = departs
+                    warnings.warn(f"kueue-harness: {v['case']}: {'; '.join(departs)}")
             except HarnessError as e:
                 v["recheck"] = f"failed: {str(e).splitlines()[0]}"
             if v["recheck"] != v["verdict"]:

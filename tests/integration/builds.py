@@ -33,5 +33,7 @@ def build_or_skip(spec: kueue_build.KueueSpec,
     except (UnservedVersion, BuildError) as e:
         if repository_configured(spec):
             raise
-        pytest.skip(f"cannot build Kueue {spec.wanted} here: {str(e).splitlines()[0][:400]} — set "
-                    "KUEUE_HARNESS_KUEUE_REPO to a Kueue git repository or a .tar of one to run this test")
+        first = str(e).splitlines()[0]
+        first = first if len(first) <= 400 else first[:400] + " …"
+        pytest.skip(f"cannot build Kueue {spec.wanted} here: {first} (to run this test, set KUEUE_HARNESS_KUEUE_REPO "
+                    "to a Kueue git repository or a .tar of one)")

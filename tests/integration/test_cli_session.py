@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -53,10 +54,12 @@ class Session:
             raise AssertionError(f"kueue-harness {' '.join(named)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
         return r
 
-    def up(self, plan: str | None = None, *extra: str) -> None:
-        self.cli("up", "--kueue-version", self.kueue_version, *(["--plan", plan] if plan else []),
-                 "--artifacts-dir", str(self.tmp / f"art-{self.name}"), *extra)
+    def up(self, plan: str | None = None, *extra: str) -> str:
+        """`up`; returns what it printed (stdout and stderr)."""
+        r = self.cli("up", "--kueue-version", self.kueue_version, *(["--plan", plan] if plan else []),
+                     "--artifacts-dir", str(self.tmp / f"art-{self.name}"), *extra)
         self.info = json.loads(self.record.read_text())
+        return r.stdout + r.stderr
 
     def kubectl(self, *args: str) -> str:
         r = subprocess.run([self.info["kubectl"], *args], capture_output=True, text=True, timeout=60,
@@ -91,7 +94,10 @@ def session(tmp_path, kueue_version):
 
 def test_manual_walkthrough_reproduces_stuck_preemption(session):
     """docs/manual-session.md, step by step: hold, inspect, release by hand."""
-    session.up("manual-stuck-preemption")
+    said = session.up("manual-stuck-preemption")
+    # docs/manual-session.md shows this line (issue 24 item 9).
+    assert re.search(r"\[kueue-harness\] environment ready in \d+\.\ds \(Kueue \S+, kube-apiserver v1\.\d+\.\d+\); "
+                     r"artifacts: ", said), said
     again = session.cli("up", check=False)
     assert again.returncode == 2 and "already running" in again.stderr
     refused = session.cli("release", "h99", check=False)  # README "When things go wrong": exit 7

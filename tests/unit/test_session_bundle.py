@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tarfile
 from datetime import datetime, timezone
 
@@ -17,6 +18,7 @@ from harness.cli import bundle as from_session
 from harness.cli import commands as cli
 from harness.common.errors import HarnessError
 from harness.common.procs import proc_start_time
+from harness.common.waiting import wait_for
 from tests.unit.test_report import CQ, NS, WL1, WL2, stuck_history, workload
 from tests.unit.test_report_race import TOKEN, _owner, _session_flows
 
@@ -97,3 +99,22 @@ class _Stub:
 
     def jobs(self, namespace):
         return []
+
+
+def test_bundle_says_what_it_does_meanwhile(tmp_path, fake_session):
+    """Issue 24 item 9: `bundle` of a long session took about a minute in silence; it now says each step, and
+    how long it took (and "still …" every 20 s while one lasts)."""
+    lines: list[str] = []
+    from_session.bundle_session("s1", out=tmp_path / "out" / "demo", objects=fake_session, say=lines.append)
+    steps = [line for line in lines if line.endswith(" …")]
+    assert [s.split(" ")[1] for s in steps] == ["reading", "reading", "judging", "cutting"], lines
+    assert all(re.search(r": \d+\.\d s$", line) for line in lines if not line.endswith(" …")), lines
+    assert len(lines) == 2 * len(steps)
+
+
+def test_a_long_step_says_still(tmp_path):
+    lines: list[str] = []
+    with from_session._step(lines.append, "cutting flows", interval=0.05):
+        wait_for(lambda: any(line.startswith("bundle: still cutting flows (") for line in lines), timeout=10,
+                 what="a 'still' line")
+    assert lines[0] == "bundle: cutting flows …" and lines[-1].startswith("bundle: cutting flows: ")
