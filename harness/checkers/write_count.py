@@ -145,8 +145,12 @@ class WriteCount:
         return out
 
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
-        """Over `max` is final (counts only grow); anything else is known only at the end of the case."""
-        return self.max is not None and any(len(v) > self.max for v in self.counts(within_case(history), names).values())
+        """Over `max` is final (counts only grow); so is every subject at `min` when there is no `max`
+        (nothing can violate it any more); anything else is known only at the end of the case."""
+        counts = self.counts(within_case(history), names)
+        if self.max is not None:
+            return any(len(v) > self.max for v in counts.values())
+        return bool(counts) and all(len(v) >= (self.min or 0) for v in counts.values())
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)

@@ -172,3 +172,11 @@ def test_explore_oracles_parse_and_join_the_selection():
                       ("nope", "no checker named"), ('write_count={"write": "x", "max": 1}', "write must be one of")):
         with pytest.raises(pytest.UsageError, match=text):
             parse_oracles([bad])
+
+
+def test_at_least_without_a_bound_above_decides_once_reached():
+    c = WriteCount(write="admission", min=1, objects=["victim"])
+    h = sorted(start() + [req(1, VICTIM, write="admission")], key=lambda e: e["ts"])
+    assert c.decided(h, {}, _names(h)) and results(judge(c, h)) == ["held"]
+    h = sorted(start() + [req(1, VICTIM, write="pending")], key=lambda e: e["ts"])
+    assert not c.decided(h, {}, _names(h)) and results(judge(c, h)) == ["violated"]
