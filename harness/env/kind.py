@@ -138,8 +138,21 @@ def cluster_exists(name: str) -> bool:
 def create_cluster(name: str, kubeconfig: Path, image: str | None, say: Say, config: Path | None = None) -> float:
     """`kind create cluster`; returns the seconds it took."""
     say(f"creating kind cluster {name}{f' ({image})' if image else ''}: `kind create cluster --name {name}`")
+    import threading
+
     t = time.monotonic()
-    _run(kind_create_argv(kind_binary(), name, kubeconfig, image, config=config), f"creating kind cluster {name}", 600)
+    done = threading.Event()
+
+    def tick() -> None:  # kind prints nothing we capture until it ends: a line every 20 s meanwhile
+        while not done.wait(20):
+            say(f"creating kind cluster {name}: {time.monotonic() - t:.0f}s elapsed")
+
+    threading.Thread(target=tick, daemon=True).start()
+    try:
+        _run(kind_create_argv(kind_binary(), name, kubeconfig, image, config=config), f"creating kind cluster {name}",
+             600)
+    finally:
+        done.set()
     took = time.monotonic() - t
     say(f"kind cluster {name} created in {took:.0f}s")
     return took
