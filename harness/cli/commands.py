@@ -253,6 +253,26 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_kind_image(args: argparse.Namespace) -> int:
+    """Make (or find) the offline kind node image and the Kueue image of the build; print their tags."""
+    from harness.build import kueue as kueue_build
+    from harness.env import engine, kind_image, kueue_image
+
+    eng = engine.ensure(keep=args.keep_engine)
+    try:
+        node = kind_image.node_image()
+        kb = kueue_build.build(_spec(args))
+        image = kueue_image.kueue_image(kb, engine._say)
+        docs = kueue_image.render_manifests(kb, image, kind_image.node_binaries() / "kubectl", engine._say)
+    finally:
+        if not args.keep_engine:
+            eng.stop()
+    print(f"{'node image':<16} {node}")
+    print(f"{'kueue image':<16} {image} (Kueue {kb.version}; {kb.source})")
+    print(f"{'manifests':<16} {len(docs)} objects, {kind_image.cache_root() / 'kind' / 'manifests'}")
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from harness import report
 
@@ -323,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--pods", action="store_true",
                    help="also kube-scheduler and kwok, for Pods that run (else built when a case first asks)")
     b.set_defaults(func=_cmd_build)
+    ki = sub.add_parser("kind-image", help="make (or find) the kind target's offline images: the node image from "
+                        "harness-built Kubernetes binaries and the Kueue image of the build (docs/kind.md)")
+    _add_kueue_options(ki, "Kueue whose image to make")
+    ki.add_argument("--keep-engine", action="store_true",
+                    help="leave a container engine started for this running (default: stopped again)")
+    ki.set_defaults(func=_cmd_kind_image)
     v = sub.add_parser("versions", help="pinned component versions and the Kueue builds a known bug affects")
     v.set_defaults(func=_cmd_versions)
     mx = sub.add_parser("matrix", help="run the cases under cases/ (-k selects some) on several Kueue builds; write "

@@ -94,8 +94,23 @@ class InClusterKueueConfig:
             configuration = yaml.safe_load(written.read_text())
         except OSError:
             configuration = None
-        cfg = self.kueue_config
-        return {"declared": cfg.to_json() if cfg is not None else {}, "configuration": configuration}
+        cfg = self.kueue_config or kconfig.DEFAULT
+        info = {"declared": cfg.to_json(), "summary": cfg.summary(), "configuration": configuration,
+                "feature_gates_reported": self.kueue_reported_gates}
+        if cfg.if_known and cfg.known_gates is not None:
+            info["if_known"] = cfg.if_known_given()
+        return info
+
+    @property
+    def kueue_reported_gates(self) -> dict[str, bool]:
+        """The feature gates the running Kueue reported (its last "Loaded feature gates" line in kueue.log)."""
+        from harness.kueue import log as kueue_log
+
+        gates: dict[str, bool] = {}
+        for line in kueue_log.lines(self.kueue_log):
+            if line.get("msg") == "Loaded feature gates" and isinstance(line.get("featureGates"), dict):
+                gates = dict(line["featureGates"])
+        return gates
 
     def restore_kueue_config(self) -> None:
         """Put the installed Configuration back into the ConfigMap (no restart: the routing's undo rolls

@@ -1,6 +1,14 @@
-"""The `kind` target: a kind cluster made (or reused) with the kind CLI, Kueue installed there from its
-release manifests by server-side apply, and Kueue's API traffic routed through the proxy on this machine
-(harness/env/incluster.py). Nothing is built: the cluster runs the release image of Kueue.
+"""The `kind` target: a kind cluster made (or reused) with the kind CLI, Kueue installed there by server-side
+apply, and Kueue's API traffic routed through the proxy on this machine (harness/env/incluster.py).
+
+Two ways, one code path:
+- **Offline** (the default): the container engine started here when none runs (harness/env/engine.py), the
+  node image made here from harness-built Kubernetes binaries (harness/env/kind_image.py), the Kueue of the
+  build under test (the local target's KueueSpec: tag, ref, source tree, patches) as an image made here and
+  loaded into the node, its manifests rendered from that build's config/ (harness/env/kueue_image.py).
+- **A registry reachable** (GitHub Actions): `--kind-image kindest/node:…` takes a published node image; the
+  Kueue image is still the build under test, made here. `--kueue-manifests URL|FILE` instead installs
+  Kueue's published manifests as they are (its release image, pulled by the node).
 
 kind conventions used: `kind create cluster --name N --wait 120s [--image kindest/node:…]`,
 `kind get clusters`, `kind get kubeconfig --name N`, `kind delete cluster --name N`; the nodes sit on the
@@ -35,9 +43,9 @@ from harness.env import incluster
 
 Say = Callable[[str], None]
 
-#: The kind release ci/ installs (`go install sigs.k8s.io/kind@v0.31.0`); its default node image is
-#: Kubernetes v1.35.0, the minor Kueue 0.17 is built and tested against. Other kind versions work as well.
-KIND_VERSION = "v0.31.0"
+#: The kind release the harness installs when none is on PATH (`go install sigs.k8s.io/kind@…`, served by the
+#: Go module proxy); its own node image is Kubernetes v1.35.x. Other kind versions work as well.
+KIND_VERSION = "v0.33.0"
 DEFAULT_CLUSTER = "kueue-harness"
 MANIFESTS_URL = "https://github.com/kubernetes-sigs/kueue/releases/download/{version}/manifests.yaml"
 FIELD_MANAGER = "kueue-harness"
@@ -49,21 +57,46 @@ def _say(line: str) -> None:
 
 
 # ---- the kind CLI ------------------------------------------------------------------------------------
-def kind_binary() -> str:
-    """The kind CLI: $KUEUE_HARNESS_KIND or `kind` on PATH. Raises HarnessError saying how to install it."""
+def kind_binary(say: Say = _say, install: bool = False) -> str:
+    """The kind CLI: $KUEUE_HARNESS_KIND, `kind` on PATH, or the one the harness installed into its cache;
+    with `install`, `go install sigs.k8s.io/kind@KIND_VERSION` there when there is none (about 1 min).
+    Raises HarnessError saying how to get it."""
     override = os.environ.get("KUEUE_HARNESS_KIND")
     if override:
         if not (Path(override).is_file() and os.access(override, os.X_OK)):
             raise HarnessError(f"KUEUE_HARNESS_KIND={override} is not an executable file.")
         return override
     found = shutil.which("kind")
-    if not found:
+    if found:
+        return found
+    from harness.common.paths import cache_root
+
+    cached = cache_root() / "bin" / f"kind-{KIND_VERSION}" / "kind"
+    if cached.is_file():
+        return str(cached)
+    if not install:
         raise HarnessError(
             f"the kind CLI is not on PATH: install it (`go install sigs.k8s.io/kind@{KIND_VERSION}`, see "
-            "https://kind.sigs.k8s.io/docs/user/quick-start/) and a container engine (Docker, or Podman "
-            "with KIND_EXPERIMENTAL_PROVIDER=podman), or use --target local."
-        )
-    return found
+            "https://kind.sigs.k8s.io/docs/user/quick-start/), or let the kind target install it, or use "
+            "--target local.")
+    from harness.build.go import _run_go, build_lock, go_binary
+
+    with build_lock(f"kind-{KIND_VERSION}"):
+        if not cached.is_file():
+            say(f"installing kind {KIND_VERSION} from the Go module proxy (`go install`, about 1 min)")
+            (cache_root() / "logs").mkdir(parents=True, exist_ok=True)
+            env_gobin = os.environ.get("GOBIN")
+            os.environ["GOBIN"] = str(cached.parent)
+            try:
+                with open(cache_root() / "logs" / f"kind-{KIND_VERSION}.log", "w") as log:
+                    _run_go([go_binary(), "install", f"sigs.k8s.io/kind@{KIND_VERSION}"], cache_root(), log,
+                            f"installing kind {KIND_VERSION}", say)
+            finally:
+                if env_gobin is None:
+                    os.environ.pop("GOBIN", None)
+                else:
+                    os.environ["GOBIN"] = env_gobin
+    return str(cached)
 
 
 def provider() -> str:
@@ -87,11 +120,13 @@ def _run(argv: list[str], what: str, timeout: float = 600) -> str:
 
 
 def kind_create_argv(kind: str, name: str, kubeconfig: Path, image: str | None = None,
-                     wait: str = "120s") -> list[str]:
+                     wait: str = "180s", config: Path | None = None) -> list[str]:
     """`kind create cluster` writing its kubeconfig to `kubeconfig` (never to the user's ~/.kube/config)."""
     argv = [kind, "create", "cluster", "--name", name, "--wait", wait, "--kubeconfig", str(kubeconfig)]
     if image:
         argv += ["--image", image]
+    if config:
+        argv += ["--config", str(config)]
     return argv
 
 
@@ -100,11 +135,39 @@ def cluster_exists(name: str) -> bool:
     return name in out.split()
 
 
-def create_cluster(name: str, kubeconfig: Path, image: str | None, say: Say) -> None:
+def create_cluster(name: str, kubeconfig: Path, image: str | None, say: Say, config: Path | None = None) -> float:
+    """`kind create cluster`; returns the seconds it took."""
     say(f"creating kind cluster {name}{f' ({image})' if image else ''}: `kind create cluster --name {name}`")
+    import threading
+
     t = time.monotonic()
-    _run(kind_create_argv(kind_binary(), name, kubeconfig, image), f"creating kind cluster {name}", 600)
-    say(f"kind cluster {name} created in {time.monotonic() - t:.0f}s")
+    done = threading.Event()
+
+    def tick() -> None:  # kind prints nothing we capture until it ends: a line every 20 s meanwhile
+        while not done.wait(20):
+            say(f"creating kind cluster {name}: {time.monotonic() - t:.0f}s elapsed")
+
+    threading.Thread(target=tick, daemon=True).start()
+    try:
+        _run(kind_create_argv(kind_binary(), name, kubeconfig, image, config=config), f"creating kind cluster {name}",
+             600)
+    finally:
+        done.set()
+    took = time.monotonic() - t
+    say(f"kind cluster {name} created in {took:.0f}s")
+    return took
+
+
+def network_exists(network: str = "kind") -> bool:
+    p = subprocess.run([provider(), "network", "inspect", network], capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
+    return p.returncode == 0
+
+
+def remove_network(network: str, say: Say) -> None:
+    """Remove the container network kind made (kind leaves it behind after `kind delete cluster`)."""
+    _run([provider(), "network", "rm", network], f"removing the {network!r} network", 60)
+    say(f"removed the container network {network!r}")
 
 
 def delete_cluster(name: str, kubeconfig: Path, say: Say) -> None:
@@ -240,72 +303,121 @@ def _wait_crds(api_client, names: list[str], timeout: float = 60) -> None:
     wait_for(established, timeout=timeout, what=f"{len(names)} CRDs to be Established")
 
 
+
+
 # ---- the target --------------------------------------------------------------------------------------
+def _cleanup_all(cleanups: list[Callable[[], None]], say: Say) -> None:
+    for fn in reversed(cleanups):
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - said; the error that made us clean up is the one raised
+            say(f"cleanup failed: {type(e).__name__}: {e}")
+
+
 def start(
-    kueue_version: str, artifacts: Path | None = None, *, cluster: str = DEFAULT_CLUSTER,
+    kueue_spec: Any, artifacts: Path | None = None, *, cluster: str = DEFAULT_CLUSTER,
     node_image: str | None = None, manifests: str | None = None, keep_cluster: bool = False,
     proxy_listen_host: str | None = None, proxy_server_host: str | None = None, say: Say = _say,
 ) -> incluster.InClusterEnvironment:
-    """Create (or reuse) kind cluster `cluster`, install Kueue `kueue_version` from its release manifests,
-    and route it through the proxy. A cluster created here is deleted on stop() unless `keep_cluster`.
+    """Create (or reuse) kind cluster `cluster` with Kueue and route it through the proxy (module docstring).
 
-    Raises HarnessError / EnvironmentNotReady saying what failed; on failure a cluster created here is
-    deleted again (unless `keep_cluster`).
+    `kueue_spec`: a harness.build.kueue.KueueSpec (or a tag string). `node_image`: a node image to use as it
+    is (e.g. kindest/node:v1.35.0 where a registry is reachable); None makes the offline one. `manifests`:
+    Kueue's published manifests (URL or file) instead of the build under test. A cluster, network and
+    container engine created here are removed on stop() (the cluster and engine kept with `keep_cluster`).
+    Raises HarnessError / BuildError / EnvironmentNotReady saying what failed; on failure what was made here
+    is removed again.
     """
+    from harness.build import kueue as kueue_build
+    from harness.env import engine, kind_image, kueue_image
     from harness.env.runs import runs_root
+    from harness.kueue import versions
 
-    if not _VERSION.match(kueue_version):
-        raise HarnessError(f"--kueue-version {kueue_version!r} is not a Kueue release tag (vX.Y.Z)")
-    source = manifests_source(kueue_version, manifests)
-    kind_binary()
+    spec = kueue_spec if isinstance(kueue_spec, kueue_build.KueueSpec) else \
+        kueue_build.KueueSpec(version=versions.check_tag(kueue_spec))
+    if manifests and not spec.version:
+        raise HarnessError("--kueue-manifests installs a published Kueue release: give its --kueue-version vX.Y.Z")
     run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-kind"
     state = runs_root() / run_id
-    state.mkdir(mode=0o700)
+    state.mkdir(mode=0o700, parents=True)
     artifacts = artifacts or Path("artifacts") / run_id
     artifacts.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    created = False
-    create_kubeconfig = state / "kind-create.kubeconfig"
+    timings: dict[str, float] = {}
     cleanups: list[Callable[[], None]] = []
-    if cluster_exists(cluster):
-        say(f"reusing kind cluster {cluster}")
-    else:
-        create_cluster(cluster, create_kubeconfig, node_image, say)
-        created = True
-        if not keep_cluster:
-            cleanups.append(lambda: delete_cluster(cluster, create_kubeconfig, say))
     try:
+        eng = engine.ensure(say, keep=keep_cluster)
+        if eng.started_here and not keep_cluster:
+            cleanups.append(eng.stop)
+        timings["engine_seconds"] = time.monotonic() - t0
+        kind_binary(say, install=True)
+        kb = None
+        if manifests:
+            docs = load_manifests(manifests_source(spec.version, manifests))
+            kueue_version, image = spec.version, None
+        else:
+            t = time.monotonic()
+            kb = kueue_build.build(spec, say)
+            image = kueue_image.kueue_image(kb, say)
+            docs = kueue_image.render_manifests(kb, image, kind_image.node_binaries(say) / "kubectl", say)
+            kueue_version = kb.version
+            timings["kueue_image_seconds"] = time.monotonic() - t
+        offline = node_image is None
+        if offline:
+            t = time.monotonic()
+            node_image = kind_image.node_image(say)
+            timings["node_image_seconds"] = time.monotonic() - t
+        created = False
+        if cluster_exists(cluster):
+            say(f"reusing kind cluster {cluster}")
+        else:
+            had_network = network_exists("kind")
+            config = state / "kind-config.yaml"
+            config.write_text(kind_image.kind_config(offline))
+            create_kubeconfig = state / "kind-create.kubeconfig"
+            if not keep_cluster:
+                if not had_network:
+                    cleanups.append(lambda: network_exists("kind") and remove_network("kind", say))
+                cleanups.append(lambda: delete_cluster(cluster, create_kubeconfig, say))
+            timings["cluster_create_seconds"] = create_cluster(cluster, create_kubeconfig, node_image, say, config)
+            created = True
+        if image:
+            kind_image.load_image(image, f"{cluster}-control-plane", say)
         admin = state / "admin.kubeconfig"
         pki.write_private(admin, get_kubeconfig(cluster).encode())
         api = incluster.api_client_from_kubeconfig(admin)
         routing = incluster.KueueRouting(api, say=say)
-        try:
-            if routing.routed_by():
-                say("Kueue in this cluster is still routed by an earlier run; undoing that first")
-                routing.undo()
-        except HarnessError:
-            pass  # Kueue is not installed yet
-        docs = load_manifests(source)
-        say(f"installing Kueue {kueue_version} from {source}")
+        if _kueue_installed(routing) and routing.routed_by():
+            say("Kueue in this cluster is still routed by an earlier run; undoing that first")
+            routing.undo()
+        say(f"installing Kueue {kueue_version} ({'published manifests ' + manifests if manifests else image})")
+        t = time.monotonic()
         apply_manifests(api, docs, say)
         routing.wait_rollout(300, f"Kueue {kueue_version}'s start")
+        timings["kueue_install_seconds"] = time.monotonic() - t
         api.close()
         listen = proxy_listen_host or network_gateway()
         started = time.monotonic() - t0
         env = incluster.InClusterEnvironment.start(
             kueue_version, artifacts, admin, target="kind", proxy_listen_host=listen,
             proxy_server_host=proxy_server_host, state=state, run_id=run_id, say=say,
+            check_version=kb is None, kueue_build=kb,
         )
     except BaseException:
-        for fn in reversed(cleanups):
-            try:
-                fn()
-            except Exception as e:  # noqa: BLE001 - the original error matters more
-                say(f"cleanup failed: {e}")
+        _cleanup_all(cleanups, say)
         raise
     env.cleanups.extend(cleanups)  # run by env.stop(), after the routing is undone
+    env.started.update(timings)
     env.started["kind_and_install_seconds"] = started
     env.started["kind_cluster_created"] = float(created)
     env.started["ready_seconds"] = time.monotonic() - t0
     return env
 
+
+def _kueue_installed(routing: incluster.KueueRouting) -> bool:
+    """Whether Kueue's Deployment exists (routing.read() raises HarnessError for a 404 only)."""
+    try:
+        routing.read()
+    except HarnessError:
+        return False
+    return True

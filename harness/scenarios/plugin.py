@@ -93,9 +93,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--kind-cluster", default=os.environ.get("KUEUE_HARNESS_KIND_CLUSTER", "kueue-harness"),
                 help="kind cluster to reuse, or to create (and delete afterwards unless --keep-env)")
     g.addoption("--kind-image", default=os.environ.get("KUEUE_HARNESS_KIND_IMAGE"),
-                help="node image for a kind cluster created here (default: the kind release's own)")
+                help="node image for a kind cluster created here, e.g. kindest/node:v1.35.0 where a registry is "
+                     "reachable (default: one made here offline from harness-built binaries: docs/kind.md)")
     g.addoption("--kueue-manifests", default=os.environ.get("KUEUE_HARNESS_KUEUE_MANIFESTS"),
-                help="kind target: URL or file of Kueue's manifests (default: the GitHub release of --kueue-version)")
+                help="kind target: URL or file of Kueue's published manifests, installed as they are (default: the "
+                     "build under test, its image made here, its manifests rendered from its config/)")
     g.addoption("--kubeconfig", dest="kh_kubeconfig", default=os.environ.get("KUEUE_HARNESS_KUBECONFIG"),
                 help="kubeconfig target: admin kubeconfig of the cluster (default $KUBECONFIG, ~/.kube/config)")
     g.addoption("--kube-context", default=os.environ.get("KUEUE_HARNESS_KUBE_CONTEXT"),
@@ -208,7 +210,7 @@ def kueue_env(request: pytest.FixtureRequest, kueue_version: str, kueue_spec, ar
     else:
         from harness.env import start_target
 
-        env = start_target(target, request.config.getoption, kueue_version, artifacts_dir / "env")
+        env = start_target(target, request.config.getoption, kueue_version, artifacts_dir / "env", kueue_spec)
     request.config._kh_env = env  # type: ignore[attr-defined]
     yield env
     # In a cluster the routing is always undone (the proxy ends with the session); --keep-env keeps a

@@ -229,6 +229,8 @@ def _summary(session: pytest.Session, final: bool) -> dict:
             versions.KUBERNETES_VERSION if config.getoption("--target") == "local" else None),
         "target": config.getoption("--target"),
         "environment_ready_seconds": round(env.started.get("ready_seconds", 0), 2) if env else None,
+        # How the environment's start was spent (seconds; the kind target: engine, images, cluster, install).
+        "environment_timings": {k: round(float(v), 2) for k, v in env.started.items()} if env else None,
         # kube-scheduler's and kwok's versions when a case asked for Pods that run (harness/env/pods.py).
         "pods": env.pods_info() if env is not None and hasattr(env, "pods_info") else None,
         # False while the run goes on (or when it was killed): the cases below are the ones decided so far.

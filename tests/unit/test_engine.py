@@ -70,3 +70,26 @@ def test_exec_drops_sys_resource_from_the_process_file(shim, tmp_path):
 def test_other_commands_pass_through(shim, tmp_path):
     subprocess.run([str(shim / "shim"), "state", "ctr1"], check=True, timeout=30)
     assert (shim / "args").read_text().split() == ["state", "ctr1"]
+
+
+def test_an_engine_that_answers_is_reused_and_never_stopped(monkeypatch):
+    """A second run finds the daemon (its own socket here) and uses it: nothing is installed or started, and
+    stop() leaves it alone."""
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    asked: list[str] = []
+    monkeypatch.setattr(engine, "_answers", lambda host, timeout=20: asked.append(host) or host == engine.own_host())
+    monkeypatch.setattr(engine, "start_daemon", lambda *a, **k: pytest.fail("started a second daemon"))
+    monkeypatch.setattr(engine, "install_packages", lambda *a, **k: pytest.fail("installed packages"))
+    eng = engine.ensure(say=lambda line: None)
+    assert eng.host == engine.own_host() and not eng.started_here
+    assert asked == [engine.DEFAULT_SOCKET, engine.own_host()]
+    import os
+
+    assert os.environ["DOCKER_HOST"] == engine.own_host()
+    eng.stop()  # a no-op: not started here
+
+
+def test_install_without_root_says_what_to_do(monkeypatch):
+    monkeypatch.setattr(engine.os, "geteuid", lambda: 1000)
+    with pytest.raises(engine.HarnessError, match="not root.*install docker.io iptables"):
+        engine.install_packages(engine.PACKAGES, lambda line: None, "Docker (dockerd)")

@@ -245,8 +245,24 @@ def test_load_manifests_without_deployment_is_refused(tmp_path):
         kind.load_manifests(str(tmp_path / "absent.yaml"))
 
 
-def test_kind_missing_says_how_to_install(monkeypatch):
+def test_kind_missing_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.delenv("KUEUE_HARNESS_KIND", raising=False)
     monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(HarnessError, match="go install sigs.k8s.io/kind@v0.31.0"):
+    monkeypatch.setenv("KUEUE_HARNESS_CACHE", str(tmp_path))
+    with pytest.raises(HarnessError, match="go install sigs.k8s.io/kind@v0.33.0"):
         kind.kind_binary()
+
+
+def test_kind_installed_by_the_harness_is_found_in_the_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("KUEUE_HARNESS_KIND", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("KUEUE_HARNESS_CACHE", str(tmp_path))
+    k = tmp_path / "bin" / f"kind-{kind.KIND_VERSION}" / "kind"
+    k.parent.mkdir(parents=True)
+    k.write_text("#!/bin/sh\n")
+    assert kind.kind_binary() == str(k)
+
+
+def test_kind_create_passes_the_cluster_config(tmp_path):
+    argv = kind.kind_create_argv("kind", "c", tmp_path / "k", image="kueue-harness/node:x", config=tmp_path / "c.yaml")
+    assert argv[argv.index("--config") + 1] == str(tmp_path / "c.yaml")
