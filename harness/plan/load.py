@@ -489,6 +489,21 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
             rdata["since"] = sdata["since"]
         after = sdata.get("after") if "after" in sdata else ([{"step": previous}] if previous else [])
         rdata["release"] = {"after": after}
+        if isinstance(rdata.get("since"), dict) and isinstance(sid, str) and isinstance(after, list):
+            # `since: TRIGGER`: a do-nothing step (sleep 0) runs once TRIGGER holds; the wait counts from
+            # when it began and starts once it is done (docs/fault-plans.md, Steps).
+            anchor = f"{sid}-since"
+            adata = steps.default_namespace({"id": anchor, "action": "sleep", "sleep": 0,
+                                             "release": {"after": [rdata["since"]]}}, namespace or steps.DEFAULT_NAMESPACE)
+            arule, aclean = _check_rule(problems, adata, {**keys, "release": keys.get("since", (snode,))}, snode,
+                                        step=True)
+            if arule is not None and aclean:
+                rules.append(arule)
+                step_ids.append(arule.id)
+                lines[arule.id] = snode.start_mark.line + 1
+                nodes[arule.id] = (snode, keys)
+            rdata["since"] = anchor
+            rdata["release"] = {"after": [*after, {"step": anchor}]}
         rdata = steps.default_namespace(rdata, namespace or steps.DEFAULT_NAMESPACE)
         rule, clean = _check_rule(problems, rdata, keys, snode, step=True)
         if isinstance(sid, str):

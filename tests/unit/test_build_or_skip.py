@@ -46,10 +46,14 @@ def test_a_build_that_works_is_returned(monkeypatch):
 
 
 def test_ci_runs_the_readme_command_as_a_user_would():
-    """.ci/run must not set a variable the README's `make test` does not (it used to point
-    KUEUE_HARNESS_KUEUE_REPO at a shared .tar, hiding the air-gapped failure)."""
+    """.ci/run must not set, for the README's `make test`, a variable a user does not have (it used to export
+    KUEUE_HARNESS_KUEUE_REPO pointing at a shared .tar, hiding the air-gapped failure)."""
     from harness.common.paths import ROOT
 
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "KUEUE_HARNESS_KUEUE_REPO" not in ci
     assert "\nmake test\n" in ci
+    before, _, after = ci.partition("\nmake test\n")
+    # Nothing before the README's command sets it; what runs after it with a repository (the tests that
+    # skipped for want of one) sets it on that command line only, as the README tells a user to.
+    assert "KUEUE_HARNESS_KUEUE_REPO" not in before
+    assert "export KUEUE_HARNESS_KUEUE_REPO" not in after
