@@ -27,7 +27,7 @@ CLIENT_SIDE_ERRORS = ("by client", "client disconnected", "Client disconnected",
 
 #: Run for every case, whatever it declares.
 DEFAULT_ASSUMPTIONS = ("no_hold_expired", "no_unexplained_proxy_failure", "kueue_not_restarted_unasked",
-                       "monitor_healthy", "steps_done", "teardown_clean")
+                       "kueue_log_followed", "monitor_healthy", "steps_done", "teardown_clean")
 
 
 def _ok(name: str, summary: str, evidence: str) -> Finding:
@@ -245,6 +245,40 @@ class KueueNotRestartedUnasked:
                           f"Kueue started {last.get('starts', 1) - first.get('starts', 1)} more time(s) during the "
                           f"{scope}; the {scope} asked for {asked}.")]
         return [_ok(self.name, "Kueue ran throughout", f"Kueue{pid} kept running ({asked} restart(s) asked for).")]
+
+
+@register
+class KueueLogFollowed:
+    """Kueue's log reached kueue.log throughout the case, where it is followed through the API (the kind and
+    kubeconfig targets: harness/env/pod_logs.py; the plugin records the follower's health with Kueue's state
+    at the case's start and at its verdict). Violated when the follower failed to stream during the case, had
+    stopped by the verdict, or had written no byte at all: checkers that read Kueue's log (liveness's stuck
+    detection, the milestones) would judge a log that is not there. Where Kueue's log is its own stdout (the
+    local target) nothing is recorded and nothing is judged (no finding)."""
+
+    name: ClassVar[str] = "kueue_log_followed"
+    kind: ClassVar[str] = "assumption"
+
+    def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
+        seen = within_case(history)
+        logs = [e["kueue"]["log"] for e in seen if e.get("source") == "harness" and isinstance(e.get("kueue"), Mapping)
+                and isinstance(e["kueue"].get("log"), Mapping)]
+        if not logs:
+            return []
+        first, last = logs[0], logs[-1]
+        new = int(last.get("problems", 0)) - (int(first.get("problems", 0)) if len(logs) > 1 else 0)
+        if new > 0:
+            return [_void(self.name, f"Kueue's log could not be followed ({new} failure(s) during the case)",
+                          f"The log follower failed {new} time(s) during the case; the last: {last.get('last')}. "
+                          "Lines of Kueue's log are missing from kueue.log, so checkers that read it mean nothing.")]
+        if not last.get("alive", True):
+            return [_void(self.name, "Kueue's log was no longer followed at the verdict",
+                          "The log follower had stopped before the verdict (the Pod gone, or stopped).")]
+        if not last.get("bytes"):
+            return [_void(self.name, "no line of Kueue's log reached kueue.log",
+                          "The log follower wrote no byte of Kueue's log by the verdict.")]
+        return [_ok(self.name, "Kueue's log was followed",
+                    f"The log follower streamed throughout ({last.get('bytes')} bytes by the verdict, no failure).")]
 
 
 @register

@@ -4,8 +4,11 @@ composition decides the verdict during the run (harness/scenarios/plugin.py) and
 
 Verdicts: "error" when an assumption failed (the forced ordering did not happen, a hold expired, Kueue
 restarted unasked, the proxy failed a request on its own, the monitor's watch broke); else "reproduced"
-when an invariant was violated; "inconclusive" when one could not be decided; else "passed". A checker
-that raises yields an inconclusive finding instead of crashing the run (Jepsen's check-safe).
+when an invariant was violated; else "error" when an invariant could not judge its declared subject
+(result "error": a Job named but never created, a Workload never seen, nothing deleted for a deletion
+checker); "inconclusive" when one could not be decided; "error" when no invariant judged anything (none
+declared, or every one "not applicable": a verdict is never vacuous); else "passed". A checker that raises yields an inconclusive
+finding instead of crashing the run (Jepsen's check-safe).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ Objects = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class Finding:
-    """One checker result. `result`: "held" | "violated" | "inconclusive" | "not applicable" | "info".
+    """One checker result. `result`: "held" | "violated" | "inconclusive" | "error" | "not applicable" | "info".
+    "error": the checker cannot judge what the case declared (its subject never existed or never reached
+    the state judged); the verdict is then "error", never "passed".
     `bearing`: whether it decides the verdict (info rows only describe); `assumption`: a violated one
     voids the run ("error") instead of reproducing the bug. `summary` is one line for the diagram;
     `evidence` the report table cell."""
@@ -100,10 +105,16 @@ def run_safely(checker: Any, history: History, objects: Objects, names: Names) -
                         assumption=checker.kind == "assumption")]
 
 
-def compose(selection: Selection, history: History, objects: Objects, names: Names | None = None) -> Verdict:
+#: The results that judge something: a case passes only when at least one invariant gave one of these.
+JUDGED = ("held", "violated", "inconclusive")
+
+
+def compose(selection: Selection, history: History, objects: Objects, names: Names | None = None,
+            require_invariant: bool = True) -> Verdict:
     """Run `selection`'s checkers over `history` and `objects` and decide the verdict (module docstring).
     A history whose repeated log lines were summarised (`log_repeated`, harness/history/repeats.py) is expanded
-    first, so the checkers judge it exactly as the full one."""
+    first, so the checkers judge it exactly as the full one. Without `require_invariant` (a case whose body
+    raised its own InvariantViolation: only the assumptions run) no invariant finding is needed."""
     from harness.history import repeats
 
     history = repeats.expand(history)
@@ -116,13 +127,20 @@ def compose(selection: Selection, history: History, objects: Objects, names: Nam
             if checker.kind == "info" and f.bearing:
                 f = Finding(f.check, f.result, f.summary, f.evidence, False, f.assumption)
             findings.append(f)
-    failed = [f for f in findings if f.assumption and f.result in ("violated", "inconclusive")]
+    failed = [f for f in findings if f.assumption and f.result in ("violated", "inconclusive", "error")]
     if failed:
         return Verdict("error", findings, "; ".join(f"{f.check}: {f.summary}" for f in failed))
     bearing = [f for f in findings if f.bearing and not f.assumption]
     violated = [f for f in bearing if f.result == "violated"]
-    if violated:
+    if violated:  # a violation seen is evidence of its own, whatever another invariant could not judge
         return Verdict("reproduced", findings, "; ".join(f"{f.check}: {f.summary}" for f in violated))
+    cannot = [f for f in bearing if f.result == "error"]
+    if cannot:
+        return Verdict("error", findings, "; ".join(f"{f.check}: {f.summary}" for f in cannot))
+    if require_invariant and not any(f.result in JUDGED for f in bearing):
+        idle = [f for f in bearing if f.result == "not applicable"]
+        return Verdict("error", findings, "no invariant applied: " + (
+            "; ".join(f"{f.check}: {f.summary}" for f in idle) if idle else "the case declared no invariant"))
     unknown = [f for f in bearing if f.result == "inconclusive"]
     if unknown:
         return Verdict("inconclusive", findings, "; ".join(f"{f.check}: {f.summary}" for f in unknown))
@@ -174,7 +192,9 @@ def within_case(history: History) -> list[Mapping[str, Any]]:
 
 def observed_until(history: History) -> float:
     """Until when the case was observed when it was judged (epoch seconds): the latest of the verdict's
-    `seen` times, else the last event before the verdict, else the last event."""
+    `seen` times, else the last event before the verdict, else the last event. The harness records
+    `judging` the moment it judges a case, right before it reads the objects judged (harness/scenarios/
+    verdicts.py): so the window ends at the verdict, not at the last event of a quiet source."""
     seen = _seen(history)
     if seen:
         return max(float(t) for t in seen.values())

@@ -31,6 +31,10 @@ DELETION_BOUND = 10.0
 #: proxy's record of that write, a reservation seen within this long after the deactivation cannot be told
 #: apart from one in flight (inconclusive), later it is a violation.
 INACTIVE_GRACE = 1.0
+#: An inactive Workload that got no new quota reservation for this long after its deactivation is judged
+#: conclusively (inactive_never_scheduled.decided): an affected Kueue retries it in every scheduling cycle
+#: after the requeue (kubernetes-sigs/kueue#10901: within milliseconds), so a reservation would have come.
+INACTIVE_SETTLE = 3.0
 #: A Workload that fits in its ClusterQueue's free nominal quota gets quota within this long once it exists:
 #: Kueue admits it in one of its next scheduling cycles (well under a second here). kubernetes-sigs/kueue#14863:
 #: a sticky preemptor whose preemption keeps failing stays in front of such a Workload for ever.

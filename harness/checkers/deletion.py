@@ -21,7 +21,7 @@ KINDS = ("ClusterQueue", "LocalQueue", "Cohort", "Workload", "Pod")
 class DeletionCompletes:
     """Every object of `kinds` whose deletion started during the case is gone within `bound` seconds.
     Violated when one is still there `bound` seconds after its deletion started (the finalizers it still
-    had are named); inconclusive when the case ended sooner; not applicable when nothing was deleted."""
+    had are named); inconclusive when the case ended sooner; `error` when nothing was deleted (no subject)."""
 
     name: ClassVar[str] = "deletion_completes"
     kind: ClassVar[str] = "invariant"
@@ -43,8 +43,9 @@ class DeletionCompletes:
         deleting = [e for e in history if e.get("source") == "monitor" and e.get("event") == "object_deleting"
                     and e.get("kind") in self.kinds]
         if not deleting:
-            return [Finding(self.name, "not applicable", "nothing was deleted",
-                            f"No {'/'.join(self.kinds)} of the case started its deletion during the case.")]
+            return [Finding(self.name, "error", "nothing was deleted",
+                            f"No {'/'.join(self.kinds)} of the case started its deletion during the case: "
+                            "deletion_completes has no subject (did the deleting step run?).")]
         end, t0 = observed_until(history), case_t0(history)
         out = []
         for d in deleting:

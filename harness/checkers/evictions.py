@@ -13,6 +13,7 @@ from collections import Counter
 from typing import ClassVar
 
 from harness.checkers.base import Finding, History, Objects, observed_until, register, within_case
+from harness.checkers import subjects
 from harness.checkers.bounds import MAX_EVICTIONS
 from harness.history.names import Names, case_t0
 
@@ -58,8 +59,9 @@ def quota_since(history: History, job: str, names: Names) -> float | None:
 class BoundedEvictions:
     """Each Workload (or only the named `workloads`: "name" in the case's namespace or "ns/name") is
     evicted at most `max` times in the case — with `until_quota` (a Job's name), before that Job's Workload
-    first holds quota. Violated as soon as one is evicted more often; held otherwise; not applicable when
-    nothing was evicted and nothing is named. Decided early on a violation, or (held) once the
+    first holds quota. Violated as soon as one is evicted more often; held otherwise (also when no Workload
+    of the case was evicted); `error` when no Workload of the case was seen, or a named one or the
+    `until_quota` Job never was. Decided early on a violation, or (held) once the
     `until_quota` Workload holds quota."""
 
     name: ClassVar[str] = "bounded_evictions"
@@ -92,10 +94,30 @@ class BoundedEvictions:
         wanted = {w if "/" in w else f"{names.ns}/{w}" for w in self.workloads}
         if wanted:
             times = {k: v for k, v in times.items() if k in wanted}
-        if not times and not wanted:
-            return [Finding(self.name, "not applicable", "no Workload was evicted",
-                            "No eviction of any Workload was seen during the case.")]
+        seen = subjects.workloads_seen(history, objects, names.ns)
         out = []
+        if self.until_quota and self.until_quota not in subjects.jobs_created(history, objects, names.ns) and \
+                subjects.workload_of_job(history, objects, names.ns, self.until_quota) is None:
+            out.append(Finding(self.name, "error", f"Job {self.until_quota} was named but never created",
+                               f"bounded_evictions counts evictions until Job {self.until_quota}'s Workload holds "
+                               "quota, but no such Job or Workload was seen in the case."))
+        for key in sorted(wanted - set(times)):
+            ns, _, name = key.partition("/")
+            if name not in (seen if ns == names.ns else subjects.workloads_seen(history, objects, ns)):
+                out.append(Finding(self.name, "error", f"Workload {names.wl(name)} was named but never seen",
+                                   f"bounded_evictions cannot count the evictions of {names.wl(name)}: no watch "
+                                   "delivered it, no plan step created it, and it is not among the objects judged."))
+                wanted.discard(key)
+        if not times and not wanted:
+            if not seen and not out:
+                out.append(Finding(self.name, "error", "no Workload of the case was seen",
+                                   "No Workload of the case was seen during the case: bounded_evictions has "
+                                   "nothing to count."))
+            elif seen and not out:
+                out.append(Finding(self.name, "held", "no Workload was evicted",
+                                   f"None of the case's {len(seen)} Workload(s) was evicted during the case "
+                                   f"(bound {self.max})."))
+            return out
         t_end = observed_until(history)
         for key in sorted(wanted | set(times)):
             evs = times.get(key, [])

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from harness.checkers.base import Finding, History, Objects, register, within_case
-from harness.checkers.bounds import INACTIVE_GRACE
+from harness.checkers.base import Finding, History, Objects, observed_until, register, within_case
+from harness.checkers.bounds import INACTIVE_GRACE, INACTIVE_SETTLE
 from harness.history.names import Names, case_t0
 
 
@@ -46,11 +46,36 @@ class InactiveNeverScheduled:
     kind: ClassVar[str] = "invariant"
     needs_monitor: ClassVar[bool] = True
 
-    def __init__(self, grace: float = INACTIVE_GRACE) -> None:
+    def __init__(self, grace: float = INACTIVE_GRACE, settle: float = INACTIVE_SETTLE) -> None:
         self.grace = float(grace)
+        self.settle = float(settle)
 
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
-        return any(f.result == "violated" for f in self.check(history, objects, names))
+        """Whether the judgement is conclusive, either way: a violation; or every Workload deactivated in the
+        case was judged without an inconclusive finding and is either active again, deleted, or was watched
+        inactive without a new reservation for `settle` seconds (bounds.INACTIVE_SETTLE) up to the last
+        event seen. Not decided while nothing was deactivated (the case may still do it)."""
+        found = self.check(history, objects, names)
+        if any(f.result == "violated" for f in found):
+            return True
+        if any(f.result in ("inconclusive", "error") for f in found):
+            return False
+        history = within_case(history)
+        end = observed_until(history)
+        since: dict[str, float | None] = {}  # key -> when its current deactivation began (None: it ended)
+        for e in history:
+            if e.get("source") != "monitor":
+                continue
+            key = str(e.get("key"))
+            if e.get("event") == "workload_active_changed":
+                if e.get("active") is False:
+                    if since.get(key) is None:
+                        since[key] = e["ts"]
+                elif key in since:
+                    since[key] = None
+            elif e.get("event") == "object_deleted" and e.get("kind") == "Workload" and key in since:
+                since[key] = None
+        return bool(since) and all(t is None or end - t >= self.settle for t in since.values())
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
@@ -87,8 +112,9 @@ class InactiveNeverScheduled:
                                                f"{self.grace:g}s, and the history has no record of the admission write "
                                                "to tell whether it was in flight."))
         if not judged:
-            return [Finding(self.name, "not applicable", "no Workload was deactivated",
-                            "No Workload of the case had spec.active=false during the case.")]
+            return [Finding(self.name, "error", "no Workload was deactivated",
+                            "No Workload of the case had spec.active=false during the case: "
+                            "inactive_never_scheduled has no subject.")]
         out = []
         for key, found in judged.items():
             if found:

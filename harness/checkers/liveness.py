@@ -23,22 +23,28 @@ from harness.checkers.base import (
     register,
     within_case,
 )
+from harness.checkers import subjects
 from harness.checkers.bounds import LIVENESS_BOUND, STUCK_LINES
 from harness.checkers.model import quota as checks
 from harness.history.names import Names, case_t0, kobj_key
 from harness.kueue import log as kueue_log
 
 
-def _subjects(history: History, jobs: tuple[str, ...], names: Names,
-              workloads: tuple[str, ...] = (), preemptors: bool = True,
-              created: Mapping[str, float] | None = None) -> dict[str, dict[str, Any]]:
-    """"ns/name" -> {"first": ts it started to wait, "targets": {"ns/name"}, "why": "preempting"|"named"|
-    "workload"}. A named plain Workload ("name" in the case's namespace, or "ns/name") waits from when the
-    monitor first saw it (`workload_seen`), else Kueue's watch first delivered it, else its creationTimestamp
-    (`created`: "ns/name" -> epoch seconds, from the objects judged; a Workload a plan step created a moment
-    before the check), else the case's start.
-    Without `preemptors`, Workloads Kueue logged preempting are subjects only when named."""
+def _subjects(history: History, jobs: tuple[str, ...], names: Names, objects: Objects,
+              workloads: tuple[str, ...] = (), preemptors: bool = True) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(subjects, problems). Subjects: "ns/name" -> {"first": ts it started to wait, "targets": {"ns/name"},
+    "why": "preempting"|"named"|"workload"}. Problems: one line per named subject that cannot be judged.
+
+    A named Job ("name" in the case's namespace) is found however it was created (harness/checkers/subjects.py:
+    the case's `job_created`, a plan step, the objects judged); its Workload by owner reference or name. It waits
+    from when the history says the Job was created, else from when its Workload was first seen. A Job never
+    created, or one of which no Workload was seen, is a problem, never a subject that "waited from t=0".
+    A named plain Workload ("name" or "ns/name") waits from when it was first seen (the monitor's
+    `workload_seen`, Kueue's watch, a plan step's create, else its creationTimestamp in the objects judged);
+    one never seen is a problem. Without `preemptors`, Workloads Kueue logged preempting are subjects only
+    when named."""
     out: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
     for e in history:
         if not preemptors or e.get("source") != "kueue" or e.get("event") != "log":
             continue
@@ -48,23 +54,30 @@ def _subjects(history: History, jobs: tuple[str, ...], names: Names,
             d = out.setdefault(p, {"first": e["ts"], "targets": set(), "why": "preempting"})
             if t:
                 d["targets"].add(t)
+    created_in_history = subjects.jobs_created(history, {}, names.ns)
+    created_any = subjects.jobs_created(history, objects, names.ns)
     for job in jobs:
-        created = names.jobs.get(job)
-        wl = next((long for long, short in names.workloads.items() if short == job), None)
-        if created is None or wl is None:
+        wl = subjects.workload_of_job(history, objects, names.ns, job)
+        if wl is None:
+            problems.append(f"Job {job} was named but no Workload of it was seen" if job in created_any else
+                            f"Job {job} was named but never created (no job_created record, no plan step created "
+                            "it, and it is not among the objects judged)")
             continue
         key = f"{names.ns}/{wl}"
-        out.setdefault(key, {"first": created["ts"], "targets": set(), "why": "named"})
+        first = created_in_history.get(job)
+        if first is None:
+            first = subjects.workloads_seen(history, objects, names.ns).get(wl, case_t0(history))
+        out.setdefault(key, {"first": first, "targets": set(), "why": "named"})
     for wl in workloads:
         key = wl if "/" in wl else f"{names.ns}/{wl}"
         ns, _, name = key.partition("/")
-        seen = [e["ts"] for e in history if (e.get("source") == "monitor" and e.get("event") == "workload_seen"
-                                            and e.get("key") == key)
-                or (e.get("source") == "proxy" and e.get("event") == "watch_event" and e.get("name") == name
-                    and e.get("namespace") == ns)]
-        first = min(seen) if seen else (created or {}).get(key, case_t0(history))
-        out.setdefault(key, {"first": first, "targets": set(), "why": "workload"})
-    return out
+        seen = subjects.workloads_seen(history, objects, ns)
+        if name not in seen:
+            problems.append(f"Workload {names.wl(name)} was named but never seen (no watch delivered it, no plan step "
+                            "created it, and it is not among the objects judged)")
+            continue
+        out.setdefault(key, {"first": seen[name], "targets": set(), "why": "workload"})
+    return out, problems
 
 
 def _quota_at(history: History, key: str, since: float) -> list[float]:
@@ -139,7 +152,8 @@ class Liveness:
     the case's namespace or "ns/name"; their facts come from the invariant monitor), get quota within `bound` seconds
     after the last fault was lifted (or after they started waiting, when no fault was lifted later).
     Violated when one did not and the history covers that long, or as soon as it is conclusively stuck;
-    inconclusive when the history ends sooner; not applicable with nothing to wait for. `preemptors=False`
+    inconclusive when the history ends sooner; `error` for a named Job or Workload that was never created
+    or seen; not applicable with nothing named and no preemption (alone, that makes the verdict `error`). `preemptors=False`
     judges only the named ones: for a case that keeps a preemptor from its quota on purpose (its victim's
     eviction keeps failing, kubernetes-sigs/kueue#14863) and asks about another Workload."""
 
@@ -166,20 +180,20 @@ class Liveness:
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)  # what the live verdict saw: clean-up after it is not judged
-        created = {checks.workload_key(w): t for w in objects.get("workloads") or []
-                   if (t := kueue_log.parse_ts((w.get("metadata") or {}).get("creationTimestamp"))) is not None}
-        subjects = _subjects(history, self.jobs, names, self.workloads, self.preemptors, created)
-        if not subjects:
-            return [Finding(self.name, "not applicable", "no preemption in the history" if self.preemptors
-                            else "no named Workload in the history",
-                            "Kueue logged no preemption for the case's Workloads, and the case named no Workload "
-                            "that must get quota, so none waited.")]
+        found, problems = _subjects(history, self.jobs, names, objects, self.workloads, self.preemptors)
+        cannot = [Finding(self.name, "error", p.split(" (")[0], f"liveness cannot judge it: {p}.") for p in problems]
+        if not found:
+            # Nothing named and nothing preempted: the generic "every preemptor gets quota" has nothing to say;
+            # a case whose only invariant says this is `error` (base.compose: no invariant applied).
+            return cannot or [Finding(self.name, "not applicable", "no preemption in the history",
+                                      "Kueue logged no preemption for the case's Workloads, and the case named no "
+                                      "Workload that must get quota, so none waited.")]
         lifts = fault_lifts(history)
         end = observed_until(history)  # as far as the live verdict had seen (base.within_case)
         t0 = case_t0(history)
         final = {checks.workload_key(w): w for w in objects.get("workloads") or []}
-        out = []
-        for key, d in subjects.items():
+        out = list(cannot)
+        for key, d in found.items():
             name = key.partition("/")[2]
             quota_at = _quota_at(history, key, d["first"])
             final_obj = final.get(key)

@@ -1,4 +1,4 @@
-"""A continuous invariant monitor: the harness's own watches on Workloads and ClusterQueues (direct to
+"""A continuous invariant monitor: the harness's own watches on Workloads, ClusterQueues and Cohorts (direct to
 kube-apiserver, never through the proxy) re-run the quota checker on every event and record into the
 case's history the moment a violation starts and when it clears, so a transient oversubscription is
 caught, not only the final state. Also records when ClusterQueue status.flavorsReservation disagrees
@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from harness.checkers.model import lifecycle
+from harness.checkers.model import accounting, lifecycle
 from harness.checkers.model import quota as checks
 
 #: How often (seconds) the monitor reads an object whose deletion is pending (`object_still_deleting`).
@@ -22,12 +22,18 @@ STILL_DELETING_EVERY = 1.0
 
 
 class InvariantMonitor:
-    """Watch Workloads and ClusterQueues; keep the open findings. Use as a context manager.
+    """Watch Workloads, ClusterQueues and Cohorts; keep the open findings. Use as a context manager.
+    The quota check runs over the case's real cohort tree (checks.cohorts_in_scope: the Cohorts named with
+    the prefix and those the case's ClusterQueues name, with their parents), so a deleted Cohort leaves the
+    tree the moment its DELETED event comes (kubernetes-sigs/kueue#10417).
 
     `record(event, source="monitor", **fields)` is called with "quota_violation_started" /
     "quota_violation_cleared" / "reservation_mismatch_started" / "reservation_mismatch_cleared".
     `cluster_queue_prefix` limits the check to the case's ClusterQueues (others may run in parallel).
-    With `lifecycle`, LocalQueues, Cohorts and the Pods of `namespace` are watched too, and the lifecycle
+    A quota finding is recorded only once a direct read of the ClusterQueues and Cohorts confirms it: each
+    kind has its own watch, and one that lags (or re-lists) must not make a legitimate borrow look like an
+    oversubscription (a Workload admitted through a Cohort the Cohort watch has not delivered yet).
+    With `lifecycle`, LocalQueues and the Pods of `namespace` are watched too, and the lifecycle
     facts of the objects in scope (namespaced ones in `namespace`, cluster-scoped ones named with the
     prefix) are recorded (harness/checkers/model/lifecycle.py lifecycle_events), plus "pods_over_quota_started" /
     "pods_over_quota_cleared"; and, every `still_deleting_every` seconds while the deletion of such an object
@@ -59,6 +65,7 @@ class InvariantMonitor:
         self.cluster_queues: dict[str, dict[str, Any]] = {}
         self.open_quota: dict[tuple, checks.QuotaFinding] = {}
         self.open_mismatch: dict[tuple, checks.StatusMismatch] = {}
+        self.open_accounting: dict[tuple, accounting.AccountingMismatch] = {}
         self.ever_violated: list[checks.QuotaFinding] = []
         self.first_violation_at: float | None = None  # epoch seconds
         self.ever_mismatched: list[checks.StatusMismatch] = []
@@ -76,9 +83,10 @@ class InvariantMonitor:
         self.stop()
 
     def start(self) -> None:
-        watched = [("workloads", self.workloads), ("clusterqueues", self.cluster_queues)]
+        # Cohorts always: the quota tree is judged with their parents and own quotas (check_quota).
+        watched = [("workloads", self.workloads), ("clusterqueues", self.cluster_queues), ("cohorts", self.cohorts)]
         if self.lifecycle:
-            watched += [("localqueues", self.localqueues), ("cohorts", self.cohorts), ("pods", self.pods)]
+            watched += [("localqueues", self.localqueues), ("pods", self.pods)]
         for plural, store in watched:
             t = threading.Thread(target=self._run, args=(plural, store), daemon=True, name=f"monitor-{plural}")
             t.start()
@@ -192,6 +200,29 @@ class InvariantMonitor:
                                 finalizers=list(meta.get("finalizers") or []),
                                 seconds=round(time.time() - since, 3), resource_version=meta.get("resourceVersion"))
 
+    def _confirmed(self, found: dict[tuple, checks.QuotaFinding], wls: list[dict[str, Any]]
+                   ) -> dict[tuple, checks.QuotaFinding]:
+        """`found` without the new findings a direct read of the ClusterQueues and Cohorts does not confirm
+        (the quota tree now, with the Workloads as the watch has them). A read that fails keeps them and is
+        recorded as `watch_error` (monitor_healthy then voids the verdict)."""
+        from kubernetes import client
+
+        co = client.CustomObjectsApi(self.api)
+        try:
+            cqs = [c for c in co.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues")["items"]
+                   if c["metadata"]["name"].startswith(self.prefix)]
+            all_cohorts = co.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "cohorts")["items"]
+        except Exception as e:  # noqa: BLE001 - recorded: monitor_healthy voids a verdict it weakened
+            if not self._stop.is_set():
+                self.errors.append(f"confirm quota: {type(e).__name__}: {e}")
+                self.record("watch_error", source="monitor", error=self.errors[-1])
+            return found
+        names = {c["metadata"]["name"] for c in cqs}
+        wls = [w for w in wls if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") in names]
+        fresh = {(f.scope, f.name, f.flavor, f.resource): f for f in
+                 checks.check_quota(wls, cqs, checks.cohorts_in_scope(all_cohorts, cqs, self.prefix))}
+        return {k: f for k, f in found.items() if k in self.open_quota or k in fresh}
+
     def _read(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         """The object now, by a direct GET (None: 404)."""
         from kubernetes import client
@@ -234,7 +265,10 @@ class InvariantMonitor:
         names = {c["metadata"]["name"] for c in cqs}
         wls = [w for w in self.workloads.values()
                if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") in names]
-        found = {(f.scope, f.name, f.flavor, f.resource): f for f in checks.check_quota(wls, cqs)}
+        cohorts = checks.cohorts_in_scope(self.cohorts.values(), cqs, self.prefix)
+        found = {(f.scope, f.name, f.flavor, f.resource): f for f in checks.check_quota(wls, cqs, cohorts)}
+        if any(k not in self.open_quota for k in found):
+            found = self._confirmed(found, wls)
         for k, f in found.items():
             if k not in self.open_quota:
                 self.ever_violated.append(f)
@@ -255,6 +289,25 @@ class InvariantMonitor:
             if k not in mism:
                 self.record("reservation_mismatch_cleared", source="monitor", mismatch=m.describe())
         self.open_mismatch = mism
+        if self.lifecycle:
+            self._evaluate_accounting(cqs)
+
+    def _evaluate_accounting(self, cqs: list[dict[str, Any]]) -> None:
+        """Record when the case's ClusterQueues' and LocalQueues' Workload counts (status.pendingWorkloads,
+        reservingWorkloads, admittedWorkloads) start and stop disagreeing with the Workloads
+        (harness/checkers/model/accounting.py; judged by harness/checkers/pending_accounting.py)."""
+        lqs = [lq for lq in self.localqueues.values() if self.namespace is None
+               or (lq.get("metadata") or {}).get("namespace") == self.namespace]
+        found = {(m.kind, m.name, m.field): m for m in accounting.mismatches(cqs, lqs, self.workloads.values())}
+        for k, m in found.items():
+            if k not in self.open_accounting:
+                self.record("accounting_mismatch_started", source="monitor", kind=m.kind, name=m.name, field=m.field,
+                            status=m.status, counted=m.counted, workloads=list(m.workloads), finding=m.describe())
+        for k, m in self.open_accounting.items():
+            if k not in found:
+                self.record("accounting_mismatch_cleared", source="monitor", kind=m.kind, name=m.name, field=m.field,
+                            finding=m.describe())
+        self.open_accounting = found
 
 
 _KINDS = {"workloads": "Workload", "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue", "cohorts": "Cohort",

@@ -7,7 +7,10 @@ cohort has it free too — for longer than `bound` seconds since anything last c
 borrowing: one flavor of the resource group that covers its resources has, for every resource it requests,
 nominal quota minus what the ClusterQueue's admitted Workloads use at least the request (the pod sets'
 requests times their counts), and the cohort's nominal quota minus the whole cohort's use is at least the
-request too (others may borrow this ClusterQueue's unused quota). A ClusterQueue with a stopPolicy, or not
+request too (others may borrow this ClusterQueue's unused quota), and what Kueue's scheduler calls
+`available` through the whole cohort tree (the Cohort objects judged: parents, own quotas, lending and
+borrowing limits; model/quota.py available, pkg/cache/scheduler/resource_node.go) is at least the request.
+A ClusterQueue with a stopPolicy, or not
 Active in its status, is left out. Uses the objects judged (Workloads, LocalQueues, ClusterQueues) and the
 monitor's facts for "since anything changed".
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from harness.checkers import subjects
 from harness.checkers.base import (
     Finding,
     History,
@@ -63,6 +67,12 @@ def fitting_pending(objects: Objects) -> list[tuple[str, str, str]]:
            for lq in objects.get("localqueues") or []}
     wls = list(objects.get("workloads") or [])
     usage = checks.usage_by_cluster_queue(wls)
+    # What Kueue's scheduler would call available through the whole cohort tree (its Cohort objects, parents,
+    # lending and borrowing limits: model/quota.py available): a Workload fits only where that agrees too.
+    per_cq: dict[str, dict[tuple[str, str], int]] = {}
+    for (cq_name, flavor, resource), (milli, _keys) in usage.items():
+        per_cq.setdefault(cq_name, {})[(flavor, resource)] = milli
+    tree_available = checks.available(list(cqs.values()), objects.get("cohorts") or [], per_cq)
     out = []
     for wl in wls:
         conds = conditions_of(wl)
@@ -90,7 +100,8 @@ def fitting_pending(objects: Objects) -> list[tuple[str, str, str]]:
                     n = next((g.get(flavor, {}).get(r, 0) for g in _nominal(c) if flavor in g), 0)
                     return n - usage.get((str(c["metadata"]["name"]), flavor, r), (0, []))[0]
 
-                if all(free(cq, r) >= m for r, m in req.items()) and (
+                in_tree = tree_available.get(str(cq_name), {})
+                if all(free(cq, r) >= m and in_tree.get((flavor, r), 0) >= m for r, m in req.items()) and (
                         not members or all(sum(free(c, r) for c in members) >= m for r, m in req.items())):
                     hit = flavor
                     break
@@ -123,6 +134,10 @@ class PendingFitsAdmitted:
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
         fits = fitting_pending(objects)
+        if not fits and not subjects.workloads_seen(history, objects, names.ns):
+            return [Finding(self.name, "error", "no Workload of the case was seen",
+                            "No Workload of the case was seen during the case: pending_fits_admitted has "
+                            "nothing to judge.")]
         if not fits:
             n = sum(1 for w in objects.get("workloads") or [] if conditions_of(w).get("QuotaReserved") != "True")
             return [Finding(self.name, "held", "no pending Workload fits",

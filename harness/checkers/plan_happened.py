@@ -22,7 +22,7 @@ ACTED = {"fail": ("failed",), "delay": ("delayed",), "reset": ("reset",),
 ENDS = ("released", "hold_timeout", "failed", "hold_expired")
 
 
-def _problem(rule: Mapping[str, Any], seen: list[Mapping[str, Any]]) -> str | None:
+def _problem(rule: Mapping[str, Any], seen: list[Mapping[str, Any]], windows: frozenset[str] = frozenset()) -> str | None:
     rid, action = rule.get("id"), rule.get("action")
     mine = [e for e in seen if e.get("source") == "proxy" and e.get("rule") == rid and e.get("event") != "rule_added"]
     triggers = bool((rule.get("release") or {}).get("after"))
@@ -34,6 +34,8 @@ def _problem(rule: Mapping[str, Any], seen: list[Mapping[str, Any]]) -> str | No
             return f"{rid}'s hold did not end before the verdict"
         # A hold with `then: fail` ends `failed` when its triggers fire (harness/plan/rules.py Release.then).
         by_triggers = "failed" if (rule.get("release") or {}).get("then") == "fail" else "released"
+        if rid in windows and end.get("event") == "hold_timeout":
+            return None  # its timeout is the case's observation window: the symptom never came (a fixed Kueue)
         if triggers and not (end.get("event") == by_triggers and str(end.get("why", "")).startswith("triggers")):
             return f"{rid} ended by {end.get('event')} ({end.get('why', '-')}), not by its triggers"
         return None
@@ -64,12 +66,19 @@ class PlanHappened:
     name: ClassVar[str] = "plan_happened"
     kind: ClassVar[str] = "assumption"
 
+    def __init__(self, windows: tuple[str, ...] | list[str] = ()) -> None:
+        """`windows`: ids of holds whose release.timeout is an observation window, not an ordering: they wait
+        for a bug's symptom (a counting trigger: "job-a evicted 4 times") that a fixed Kueue never shows, and
+        ending by that timeout is the plan happening on such a build (docs/fault-plans.md, "When a timeout is
+        legitimate"). Any other way of ending still counts against the plan."""
+        self.windows = frozenset(str(w) for w in windows)
+
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         seen = within_case(history)
         rules = [e.get("rule") for e in seen if e.get("source") == "proxy" and e.get("event") == "rule_added"
                  and isinstance(e.get("rule"), Mapping)]
         acting = [r for r in rules if r.get("action") != "observe"]
-        bad = [p for r in acting if (p := _problem(r, seen))]
+        bad = [p for r in acting if (p := _problem(r, seen, self.windows))]
         if bad:
             return [Finding(self.name, "violated", "the plan did not happen as written", "; ".join(bad) + ".",
                             assumption=True)]

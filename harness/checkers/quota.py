@@ -27,7 +27,9 @@ class QuotaSafety:
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         wls, cqs = objects.get("workloads") or [], objects.get("clusterqueues") or []
-        final = checks.check_quota(wls, cqs) if cqs else []
+        # The real tree: Cohort objects with their parents and own quotas (an objects.yaml from before they were
+        # collected has none: every Cohort is then implicit, as check_quota documents).
+        final = checks.check_quota(wls, cqs, objects.get("cohorts") or []) if cqs else []
         during = events(within_case(history), "monitor", "quota_violation_started")
         t0 = case_t0(history)
         if final:
@@ -40,8 +42,9 @@ class QuotaSafety:
                             f"The monitor saw a violation at t={during[0]['ts'] - t0:.3f}s: "
                             + names.text(str(during[0].get("finding", ""))) + "; it cleared before the end.")]
         if not cqs:
-            return [Finding(self.name, "not applicable", "no ClusterQueue in the final objects",
-                            "objects.yaml holds no ClusterQueue of the case, so there is no quota to check.")]
+            return [Finding(self.name, "error", "no ClusterQueue of the case in the objects judged",
+                            "The objects judged hold no ClusterQueue of the case and the monitor recorded no "
+                            "violation: quota has nothing to judge.")]
         used = checks.usage_by_cluster_queue(wls)
         parts = [f"{names.text(cq)} {res} {milli / 1000:g} used" for (cq, _fl, res), (milli, _k) in used.items()]
         return [Finding(self.name, "held", "no ClusterQueue over quota",

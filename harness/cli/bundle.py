@@ -216,7 +216,8 @@ class _Objects:
                                "up (`kueue-harness status`)?") from None
 
     def cluster_wide(self) -> dict[str, list[dict[str, Any]]]:
-        return {"workloads": self.c.list("Workload"), "clusterqueues": self.c.list("ClusterQueue")}
+        return {"workloads": self.c.list("Workload"), "clusterqueues": self.c.list("ClusterQueue"),
+                "cohorts": self.c.list("Cohort")}
 
     def jobs(self, namespace: str) -> list[dict[str, Any]]:
         return [self.c.api.sanitize_for_serialization(j) for j in self.c.batch.list_namespaced_job(namespace).items]
@@ -275,7 +276,8 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
         objs = dict(objects) if objects is not None else reader.cluster_wide()
         ns = choose_namespace(events, [w for w in objs.get("workloads") or []], namespace)
         if reader is not None:
-            objs = {"workloads": objs["workloads"], "jobs": reader.jobs(ns), "clusterqueues": objs["clusterqueues"]}
+            objs = {"workloads": objs["workloads"], "jobs": reader.jobs(ns), "clusterqueues": objs["clusterqueues"],
+                    "cohorts": objs.get("cohorts") or []}
     end = time.time()
     start = min([e["ts"] for e in events] + [end])
     d = Path(out) if out else env_dir.parent / "bundles" / f"{ns}-{time.strftime('%Y%m%d-%H%M%S')}"

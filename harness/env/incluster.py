@@ -42,6 +42,7 @@ import yaml
 from harness.common.errors import EnvironmentNotReady, HarnessError
 from harness.common.procs import ProcessGroup, reap_stale
 from harness.common.waiting import WaitTimeout, wait_for
+from harness.env.incluster_config import InClusterKueueConfig
 from harness.env.pod_logs import PodLogFollower
 from harness.env.routing import (
     ANN_ROUTED_BY,
@@ -68,7 +69,7 @@ from harness.proxy.client import Proxy
 
 # ---- the environment ---------------------------------------------------------------------------------
 @dataclass
-class InClusterEnvironment:
+class InClusterEnvironment(InClusterKueueConfig):
     """A cluster where Kueue runs from its release manifests, routed through the proxy on this machine.
 
     Same surface as LocalEnvironment for the plugin and the cases: `proxy`, `kueue_log`, `api_client()`,
@@ -92,10 +93,15 @@ class InClusterEnvironment:
     #: Kueue starts before the current Pod's container restarts: 1, plus one per restart_kueue().
     starts: int = 1
     started: dict[str, float] = field(default_factory=dict)
+    #: The harness.build.kueue.KueueBuild whose image runs (the kind target's own build), None for a
+    #: published image: known bugs are then judged on the build, not on the image's tag.
+    kueue_build: Any = None
     #: Called at the end of stop(), last first (the kind target deletes a cluster it created here).
     cleanups: list[Callable[[], None]] = field(default_factory=list)
     _api: Any = None
     _log: PodLogFollower | None = None
+    #: Problems of the log followers of earlier Pods (restart_kueue replaces the follower).
+    _log_problems: int = 0
     _stopped: bool = False
     _installed: bool = False
 
@@ -116,6 +122,7 @@ class InClusterEnvironment:
         namespace: str = KUEUE_NAMESPACE, deployment: str = KUEUE_DEPLOYMENT, check_version: bool = True,
         state: Path | None = None, procs: ProcessGroup | None = None, run_id: str | None = None,
         cleanups: list[Callable[[], None]] | None = None, rollout_timeout: float = 240.0, say: Say = _say,
+        kueue_build: Any = None,
     ) -> "InClusterEnvironment":
         """Route the cluster's Kueue through a proxy on this machine and wait until it runs that way.
 
@@ -137,14 +144,14 @@ class InClusterEnvironment:
         env = cls(target=target, kueue_version=kueue_version, artifacts=artifacts, state=state,
                   admin_kubeconfig=admin_kubeconfig, context=context, procs=procs,
                   routing=KueueRouting(api, namespace, deployment, say=say), run_id=run_id, say=say,
-                  cleanups=list(cleanups or []), _api=api)
+                  cleanups=list(cleanups or []), _api=api, kueue_build=kueue_build)
         try:
             env._start(proxy_listen_host, proxy_server_host, check_version, rollout_timeout)
         except BaseException:
             try:
                 env.stop()
-            except Exception as e:  # noqa: BLE001 - the start failure is the error to report
-                say(f"clean-up after the failed start: {e}")
+            except Exception as e:  # noqa: BLE001 - said; the start failure is the error to raise
+                say(f"clean-up after the failed start failed too: {type(e).__name__}: {e}")
             raise
         env.started["ready_seconds"] = time.monotonic() - t0
         say(f"environment ready in {env.started['ready_seconds']:.1f}s (target {target}, Kueue {kueue_version} "
@@ -227,7 +234,7 @@ class InClusterEnvironment:
         self.pod = pod["metadata"]["name"]
         self.pod_restarts = self._restarts(pod)
         self._log = PodLogFollower(self.api_client(), r.namespace, self.pod, r.container, self.kueue_log,
-                                   restarts=self.pod_restarts).start()
+                                   restarts=self.pod_restarts, say=self.say).start()
         enabled, lease_ns, lease = kueue_leader_election(self.api_client(), r.namespace)
         if enabled:
             coord = client.CoordinationV1Api(self.api_client())
@@ -242,6 +249,31 @@ class InClusterEnvironment:
             except WaitTimeout as e:
                 raise EnvironmentNotReady(f"{e}\n{r.diagnose()}") from None
         wait_for(self._webhooks_answer, timeout=60, what="Kueue's webhooks to answer (dry-run create)")
+
+    def kueue_identity(self):
+        """The running Kueue as known bugs judge it: the build's identity when this run built its image,
+        else the version of the image's tag."""
+        from harness.kueue import versions
+
+        if self.kueue_build is not None:
+            return self.kueue_build.identity()
+        return versions.BuildIdentity(self.kueue_version)
+
+    def kueue_build_info(self) -> dict[str, Any]:
+        """For summary.json / bundle.json: what ran and, when built here, how."""
+        out: dict[str, Any] = {"version": self.kueue_version, "target": self.target}
+        if self.kueue_build is not None:
+            out.update({"commit": self.kueue_build.commit, "build": self.kueue_build.to_json()})
+        return out
+
+    def kueue_log_health(self) -> dict[str, Any]:
+        """How Kueue's log reaches kueue.log (PodLogFollower.health(), problems summed over the followers of
+        every Pod this environment followed): recorded with Kueue's state, judged by `kueue_log_followed`."""
+        if self._log is None:
+            return {"problems": self._log_problems, "last": None, "bytes": 0, "alive": False}
+        h = self._log.health()
+        h["problems"] += self._log_problems
+        return h
 
     def kueue_starts(self) -> int:
         """How many times Kueue started in this environment: one, plus container restarts of the routed
@@ -272,6 +304,7 @@ class InClusterEnvironment:
                 raise
         if self._log is not None:
             self._log.stop()
+            self._log_problems += self._log.health()["problems"]
         self._attach(exclude=old, timeout=180)
         self.starts += 1
 
@@ -287,17 +320,26 @@ class InClusterEnvironment:
         gates there) and to the artifacts."""
         from kubernetes import client
 
+        from kubernetes.client.exceptions import ApiException
+
         try:
             cm = client.CoreV1Api(self.api_client()).read_namespaced_config_map(KUEUE_CONFIGMAP, self.routing.namespace)
             text = (cm.data or {}).get(KUEUE_CONFIG_KEY)
-        except Exception:  # noqa: BLE001 - a cluster may configure Kueue otherwise
-            text = None
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            text = None  # a cluster may configure Kueue otherwise (no ConfigMap: its defaults)
+            self.say(f"no ConfigMap {self.routing.namespace}/{KUEUE_CONFIGMAP}: Kueue's feature gates are "
+                     "read as its defaults")
         if text:
             (self.state / "kueue-config.yaml").write_text(text)
             (self.artifacts / "kueue-config.yaml").write_text(text)
 
     def _save_objects(self) -> None:
         """The routed Deployment and Pod as evidence (no secret in them: the token is a file in the Pod)."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
         try:
             dep = self.routing.read()
             pod = next((p for p in self.routing.pods() if p["metadata"]["name"] == self.pod), None)
@@ -306,8 +348,8 @@ class InClusterEnvironment:
                     (o.get("metadata") or {}).pop("managedFields", None)
             (self.artifacts / "kueue-objects.yaml").write_text(
                 yaml.safe_dump({"deployment": dep, "pod": pod}, sort_keys=False))
-        except Exception as e:  # noqa: BLE001 - evidence is best effort
-            self.say(f"could not save Kueue's Deployment and Pod: {e}")
+        except (ApiException, HTTPError, HarnessError, OSError) as e:  # evidence is best effort: said, not fatal
+            self.say(f"could not save Kueue's Deployment and Pod: {type(e).__name__}: {e}")
 
     def kueue_alive(self) -> bool:
         """True while the routed Pod runs, without a container restart since it became ready."""
@@ -336,6 +378,10 @@ class InClusterEnvironment:
         if self._log is not None:
             self._log.stop()
         try:
+            self.restore_kueue_config()
+        except Exception as e:  # noqa: BLE001 - reported at the end (raised), after the rest is undone
+            errors.append(f"restoring Kueue's ConfigMap: {type(e).__name__}: {e}")
+        try:
             by = self.routing.routed_by() if self._installed else None
             if by == self.run_id:
                 self.routing.undo()
@@ -343,20 +389,21 @@ class InClusterEnvironment:
                 self.say(f"restored {self.routing.namespace}/{self.routing.deployment}")
             elif self._installed and by is None:
                 self.routing.delete_secret(self.run_id)
-        except Exception as e:  # noqa: BLE001 - keep undoing the rest
-            errors.append(f"undoing the routing of {self.routing.namespace}/{self.routing.deployment}: {e}")
+        except Exception as e:  # noqa: BLE001 - reported at the end (raised), after the rest is undone
+            errors.append(f"undoing the routing of {self.routing.namespace}/{self.routing.deployment}: "
+                          f"{type(e).__name__}: {e}")
         self.procs.stop_all()
         if self._api is not None:
             try:
                 self._api.close()
-            except Exception:  # noqa: BLE001
-                pass
+            except OSError as e:  # closing the connection pool: said, the rest goes on
+                self.say(f"closing the API client: {e}")
             self._api = None
         for fn in reversed(self.cleanups):
             try:
                 fn()
-            except Exception as e:  # noqa: BLE001
-                errors.append(str(e))
+            except Exception as e:  # noqa: BLE001 - reported at the end (raised), after every cleanup ran
+                errors.append(f"{type(e).__name__}: {e}")
         if errors:
             raise HarnessError("; ".join(errors) + " — undo by hand with `python -m harness.env.incluster undo "
                                f"--kubeconfig {self.admin_kubeconfig}` if the cluster is kept")

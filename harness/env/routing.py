@@ -444,11 +444,14 @@ class KueueRouting:
 
     def diagnose(self) -> str:
         """Pod states and the newest Pod's last log lines, for error messages."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
         lines = []
         try:
             pods = self.pods()
-        except Exception as e:  # noqa: BLE001 - diagnostics are best effort
-            return f"(could not list Kueue's Pods: {e})"
+        except (ApiException, HTTPError, OSError) as e:  # the diagnosis says so instead
+            return f"(could not list Kueue's Pods: {type(e).__name__}: {e})"
         for p in pods[:4]:
             st = p.get("status") or {}
             cs = [f"{c['name']}: ready={c.get('ready')} restarts={c.get('restartCount')} "
@@ -461,8 +464,8 @@ class KueueRouting:
                 log = self.core.read_namespaced_pod_log(pods[0]["metadata"]["name"], self.namespace,
                                                         container=self.container, tail_lines=15)
                 lines.append(f"  last lines of {pods[0]['metadata']['name']}/{self.container}:\n{log}")
-            except Exception as e:  # noqa: BLE001
-                lines.append(f"  (no log: {getattr(e, 'reason', e)})")
+            except (ApiException, HTTPError, OSError) as e:  # e.g. 400 while the container starts
+                lines.append(f"  (no log: {type(e).__name__}: {getattr(e, 'reason', e)})")
         return "Kueue's Pods:\n" + "\n".join(lines) if lines else "Kueue has no Pods"
 
 

@@ -7,8 +7,12 @@ judged by the checkers; runs that show new object states are extended with a sec
 violation is minimised to a plan `pytest --plan FILE` and `kueue-harness up --plan FILE` replay.
 
 Pure parts: model.py (perturbations as plans), trace.py (a run's abstract history), generate.py (the
-generator, pruning, ordering, shards), minimize.py (rule dropping). Running parts: plugin.py (pytest:
-`--plan`, the per-run epilogue, explore.json) and driver.py (the search loop, its table, `merge`).
+generator, pruning, ordering, shards), minimize.py (rule dropping), oracles.py (the checkers a reference
+run makes meaningful), salvage.py (a discarded run's violation replayed as the plan that happened),
+findings.py (violation keys, root-cause clusters, a run's outcome), cases.py (case names). Running parts:
+plugin.py (pytest: `--plan`, the per-run epilogue, explore.json, the slots of `--explore-stream`),
+stream.py (one environment for the whole search), driver.py (the search loop) and tables.py (its table,
+`merge`).
 
 May import: every layer below it (harness.LAYERS) except harness.cli.
 """

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from harness.common.errors import HarnessError
 from harness.explore import generate
@@ -25,7 +26,10 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--out", help="the exploration's folder (default artifacts/explore-<time>)")
     ex.add_argument("--minutes", type=float, default=30.0, help="wall-time budget of the search (default 30)")
     ex.add_argument("--max-runs", type=int, default=400, help="at most this many perturbations (default 400)")
-    ex.add_argument("--batch", type=int, default=10, help="runs per pytest process, i.e. per environment (default 10)")
+    ex.add_argument("--batch", type=int, default=10, help="runs judged together before the search goes on (default "
+                                                          "10); with --no-stream also the runs per environment")
+    ex.add_argument("--no-stream", dest="stream", action="store_false",
+                    help="one pytest process (one environment) per batch instead of one for the whole search")
     ex.add_argument("--shard", help="I/N: run the I-th of N disjoint shards of the root perturbations")
     ex.add_argument("--max-depth", type=int, default=3, help="moves per plan at most (default 3)")
     ex.add_argument("--min-runs", type=int, default=5, help="runs per plan when confirming, strengthening and "
@@ -33,6 +37,9 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--noop-every", type=int, default=20, help="a no-op run every N perturbations (default 20)")
     ex.add_argument("--reference", help="reuse the reference runs of an earlier exploration's folder")
     ex.add_argument("--stop-after", type=int, help="stop once this many distinct violations were found")
+    ex.add_argument("--oracle", action="append", default=[], metavar="NAME[=JSON]",
+                    help="judge every run also by this checker with these parameters (repeatable), e.g. "
+                         "'write_count={\"write\": \"eviction\", \"max\": 1}' (docs/checkers.md)")
     ex.add_argument("--reference-only", action="store_true",
                     help="only run the reference runs (for shards on other machines: --reference DIR)")
     ex.set_defaults(func=cli)
@@ -57,6 +64,14 @@ def cli(args: Any) -> int:
     for k in ("minutes", "max_runs", "batch", "max_depth", "min_runs", "noop_every"):
         if getattr(args, k) is not None and getattr(args, k) <= 0:
             raise HarnessError(f"--{k.replace('_', '-')} must be above 0, got {getattr(args, k)}")
+    import pytest
+
+    from harness.explore.plugin import parse_oracles
+
+    try:
+        parse_oracles(getattr(args, "oracle", None) or [])  # a wrong checker name or parameter, before anything is built
+    except pytest.UsageError as e:
+        raise HarnessError(str(e)) from None
     cases = [resolve_case(c) for c in args.cases]
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
                                   getattr(args, "kueue_patch", None))
@@ -69,7 +84,8 @@ def cli(args: Any) -> int:
     ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
                   max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
                   reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
-                  reference_only=args.reference_only)
+                  reference_only=args.reference_only, stream=args.stream,
+                  oracles=tuple(getattr(args, "oracle", None) or ()))
     def interrupted(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt  # run_batch stops the batch's pytest process group; the table is written
 
@@ -78,5 +94,6 @@ def cli(args: Any) -> int:
     result = ex.run()
     print()
     print(render_summary(result), end="")
-    print(f"\nexplore: {out / 'summary.md'}, explore.json, findings/, every run's plan under plans/ and evidence under batches/")
+    print(f"\nexplore: {out / 'summary.md'}, explore.json, findings/, every run's plan under plans/ and evidence under "
+          f"{'stream/' if args.stream else 'batches/'}")
     return 0

@@ -30,15 +30,21 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from harness.checkers import REGISTRY
 from harness.common import paths
 from harness.common.errors import HarnessError
-from harness.explore import PROGRESS_FILE, RESULT_FILE, generate
+from harness.explore import PROGRESS_FILE, RESULT_FILE, generate, oracles, salvage
+from harness.explore.cases import case_slug, resolve_case  # noqa: F401 - resolve_case: re-exported
+from harness.explore.findings import clusters, outcome, violation_keys
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
+from harness.explore.plugin import same_case
+from harness.explore.stream import Stream
 from harness.explore.tables import render_summary
 from harness.explore.trace import Trace
 
@@ -50,65 +56,8 @@ BATCH_SECONDS_PER_RUN = 90.0
 OTHERS_EVERY = 4
 #: Plans with one more move tried for a violation that reproduced only sometimes (minimize.strengthen).
 STRENGTHEN = 6
-
-
-def resolve_case(text: str, cases_dir: Path = CASES_DIR) -> str:
-    """A node id ("cases/kueue_11480/test_stuck_preemption.py::test_stuck_preemption_control") for a node id
-    or a bare case name. Raises HarnessError naming the control cases when there is no such case."""
-    if "::" in text:
-        path = Path(text.split("::")[0])
-        if not (path if path.is_absolute() else ROOT / path).is_file():
-            raise HarnessError(f"{text}: no such file {path}")
-        return text
-    found = []
-    for f in sorted(cases_dir.rglob("test_*.py")):
-        if re.search(rf"^def {re.escape(text)}\(", f.read_text(), re.M):
-            found.append(f"{f.relative_to(ROOT)}::{text}")
-    if len(found) != 1:
-        controls = sorted({m for f in cases_dir.rglob("test_*.py")
-                           for m in re.findall(r"^def (test_\w+_control)\(", f.read_text(), re.M)})
-        what = "no case" if not found else f"{len(found)} cases"
-        raise HarnessError(f"{what} named {text!r} under {cases_dir}; give a node id (file::name) or one of the "
-                           f"control cases: {', '.join(controls)}")
-    return found[0]
-
-
-def case_slug(nodeid: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", nodeid.split("::")[-1].lower()).strip("-")
-
-
-#: How a liveness violation went (harness/checkers/liveness.py summaries): part of its key, so a Workload
-#: stuck for ever and one admitted late are two findings.
-_LIVENESS_HOW = (("is stuck", "stuck"), ("got quota only after", "late"), ("got no quota", "never"))
-
-
-def violation_keys(findings: list[dict[str, Any]]) -> list[str]:
-    """"checker:subject[:how]" for each violated invariant finding: "liveness:job2:stuck", "quota:cq" (the
-    subject is the first name of the finding's summary, after "transient:" and "ClusterQueue")."""
-    out = []
-    for f in findings:
-        if f.get("result") != "violated" or f.get("assumption"):
-            continue
-        summary = str(f.get("summary", ""))
-        words = re.sub(r"^(transient:\s*)?((ClusterQueue|cohort|Workload)\s+)?", "", summary).split()
-        key = f"{f.get('check')}:{words[0].rstrip(':,') if words else '?'}"
-        how = next((h for text, h in _LIVENESS_HOW if text in summary), None) if f.get("check") == "liveness" else None
-        out.append(f"{key}:{how}" if how else key)
-    return sorted(set(out))
-
-
-def outcome(result: dict[str, Any] | None) -> tuple[str, str]:
-    """("violation" | "discarded" | "passed" | "error", reason) of a run's explore.json (None: no result)."""
-    if result is None:
-        return "error", "no result (the run did not reach its end: see the batch's pytest.log)"
-    if result.get("verdict") == "reproduced":
-        return "violation", ", ".join(violation_keys(result.get("findings") or []))
-    if result.get("verdict") == "passed":
-        return "passed", ""
-    failed = [f for f in result.get("findings") or [] if f.get("assumption") and f.get("result") in ("violated", "inconclusive")]
-    if failed:
-        return "discarded", "; ".join(f"{f['check']}: {f.get('evidence') or f.get('summary')}" for f in failed)[:300]
-    return "error", str(result.get("reason") or "")[:300]
+#: Share of the budget that confirming and minimising findings may take in all (issue 25: <= 15 %).
+MINIMIZE_SHARE = 0.15
 
 
 @dataclass
@@ -132,6 +81,11 @@ class RunRecord:
     plan: str = ""
     evidence: str = ""
     bundle: str = ""
+    #: A discarded run's violated invariants (salvage.violated_keys): counted and listed, and replayed as
+    #: the plan that happened (salvage.as_happened) when only the plan's own assumption failed.
+    violated: list[str] = field(default_factory=list)
+    #: What became of such a run: "kept as <key>", "replay did not reproduce", "not replayable".
+    salvage: str = ""
 
 
 class Explorer:
@@ -141,13 +95,19 @@ class Explorer:
     def __init__(self, cases: list[str], spec: Any, out: Path, *, minutes: float = 30.0, max_runs: int = 400,
                  batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 5,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
-                 stop_after: int | None = None, reference_only: bool = False,
+                 stop_after: int | None = None, reference_only: bool = False, stream: bool = True,
+                 oracles: tuple[str, ...] = (),
                  say: Callable[[str], None] = print) -> None:
         self.cases, self.spec, self.out, self.say = cases, spec, out, say
+        #: `--oracle NAME[=JSON]` values passed on to every batch (harness/explore/plugin.py parse_oracles).
+        self.user_oracles = tuple(oracles)
         self.budget, self.max_runs, self.batch = minutes * 60.0, max_runs, max(1, batch)
         self.shard, self.max_depth, self.min_runs, self.noop_every = shard, max_depth, max(1, min_runs), max(1, noop_every)
         self.reference_dir, self.minimize_budget, self.stop_after = reference, minimize_minutes * 60.0, stop_after
         self.reference_only = reference_only
+        #: One environment for the whole search (harness/explore/stream.py), else one per batch.
+        self.streaming = stream
+        self.stream: Stream | None = None
         self.t0 = time.monotonic()
         self.queue: list[tuple[int, int, int, int, Candidate]] = []
         self.seq = 0
@@ -166,6 +126,12 @@ class Explorer:
         self.pruned = 0
         self.pops = 0
         self.kueue_version = ""
+        #: case -> the oracles its reference run makes meaningful (oracles.choose).
+        self.oracles: dict[str, dict[str, dict[str, Any]]] = {}
+        #: Seconds spent confirming and minimising findings so far (MINIMIZE_SHARE of the budget at most).
+        self.minimize_spent = 0.0
+        #: Runs of this batch finished so far, by outcome word (the progress lines' counters).
+        self.batch_tally: dict[str, int] = {}
 
     # ---- helpers ----------------------------------------------------------------------------
     def minutes(self) -> float:
@@ -201,6 +167,8 @@ class Explorer:
         real = [r for r in self.runs if r.role == "perturbation"]
         noop = [r for r in self.runs if r.role == "noop"]
         return {"tried": len(real), "discarded": sum(r.outcome == "discarded" for r in real),
+                "discarded_violating": sum(bool(r.violated) for r in real),
+                "salvaged": sum(r.salvage.startswith("kept") for r in real),
                 "errors": sum(r.outcome == "error" for r in real), "passed": sum(r.outcome == "passed" for r in real),
                 "violations": sum(r.outcome == "violation" for r in real), "distinct": len(self.findings),
                 "pruned_blocked": self.pruned,
@@ -212,23 +180,27 @@ class Explorer:
         """Run `items` ((run id, candidate or None for the observe-only plan, case)) in one pytest process;
         returns {run id: explore.json or None}. Prints a progress line per finished run."""
         self.batches += 1
+        runs = self._runs_of(items)
+        if self.streaming:
+            if self.stream is None:
+                self.stream = Stream(self._stream_cmd, self.out / "stream", ROOT, self.cases,
+                                     per_run=BATCH_SECONDS_PER_RUN, say=self.say)
+            self.batch_tally = {}
+            got = self.stream.run(runs, same_case, self._progress)
+            for res in got.values():
+                if res is not None:
+                    self.kueue_version = res.get("kueue_version") or self.kueue_version
+            return got
         bdir = self.out / "batches" / f"b{self.batches:04d}"
         bdir.mkdir(parents=True, exist_ok=True)
-        runs = []
-        for rid, cand, case in items:
-            moves = cand.moves if cand is not None else ()
-            pfile = self.out / "plans" / f"{rid}.yaml"
-            pfile.parent.mkdir(parents=True, exist_ok=True)
-            pfile.write_text(plan_document(moves, f"explore-{rid}", header=f"kueue-harness explore run {rid} on {case}"))
-            runs.append({"id": rid, "case": case, "plan": str(pfile),
-                         "words": cand.words() if cand is not None else "no fault (observe only)"})
         (bdir / "runs.json").write_text(json.dumps({"runs": runs}, indent=1))
         targets = sorted({r["case"] for r in runs})
         cmd = [sys.executable, "-m", "pytest", *targets, "-p", "no:cacheprovider", "-q", "-rN", "--no-verdict-table",
                *self.spec.cli_args(), f"--artifacts-dir={bdir}", f"--explore-runs={bdir / 'runs.json'}",
-               "--explore-bundles=violations"]
+               "--explore-bundles=violations", *(f"--oracle={o}" for o in self.user_oracles)]
         progress = bdir / PROGRESS_FILE
         seen = 0
+        self.batch_tally = {}
         with open(bdir / "pytest.log", "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
@@ -279,13 +251,38 @@ class Explorer:
             self.say(f"[explore] batch {self.batches} ran no case; the end of its pytest.log:\n{tail}")
         return out
 
+    def _runs_of(self, items: list[tuple[str, Candidate | None, str]]) -> list[dict[str, Any]]:
+        """The runs-file entries of `items`, their plans written under plans/."""
+        runs = []
+        for rid, cand, case in items:
+            moves = cand.moves if cand is not None else ()
+            pfile = self.out / "plans" / f"{rid}.yaml"
+            pfile.parent.mkdir(parents=True, exist_ok=True)
+            pfile.write_text(plan_document(moves, f"explore-{rid}", header=f"kueue-harness explore run {rid} on {case}"))
+            runs.append({"id": rid, "case": case, "plan": str(pfile),
+                         "words": cand.words() if cand is not None else "no fault (observe only)",
+                         "oracles": self.oracles.get(case, {}), "not_judged": oracles.not_judged(moves)})
+        return runs
+
+    def _stream_cmd(self, art: Path) -> list[str]:
+        return [sys.executable, "-m", "pytest", *self.cases, "-p", "no:cacheprovider", "-q", "-rN",
+                "--no-verdict-table", *self.spec.cli_args(), f"--artifacts-dir={art}",
+                f"--explore-stream={self.out / 'stream'}", "--explore-bundles=violations",
+                *(f"--oracle={o}" for o in self.user_oracles)]
+
     def _progress(self, line: dict[str, Any], k: int, n: int) -> None:
+        """A progress line; its counters are the table's (counts()) plus this batch's runs so far."""
         c = self.counts()
         what = {"reproduced": "VIOLATION", "passed": "passed"}.get(str(line.get("verdict")),
                                                                   "discarded" if line.get("assumption_failed") else "error")
+        real = not str(line.get("run", "")).split("-")[-1].startswith(("n", "m", "ref", "r"))
+        if real:
+            self.batch_tally[what] = self.batch_tally.get(what, 0) + 1
+        t = self.batch_tally
         self.say(f"[explore {self.minutes():5.1f} min] batch {self.batches} run {k}/{n} {line.get('run')}: "
-                 f"{what} ({line.get('seconds', 0):.1f}s) | before this batch: tried {c['tried']}, "
-                 f"discarded {c['discarded']}, violations {c['violations']} ({c['distinct']} distinct), "
+                 f"{what} ({line.get('seconds', 0):.1f}s) | tried {c['tried'] + sum(t.values())}, "
+                 f"discarded {c['discarded'] + t.get('discarded', 0)}, "
+                 f"violations {c['violations'] + t.get('VIOLATION', 0)} ({c['distinct']} distinct so far), "
                  f"queue {len(self.queue)}")
 
     def record(self, rid: str, cand: Candidate | None, case: str, res: dict[str, Any] | None,
@@ -298,6 +295,8 @@ class Explorer:
                         seconds=float((res or {}).get("seconds") or 0.0), at_minutes=round(self.minutes(), 2),
                         role=role, plan=str(self.out / "plans" / f"{rid}.yaml"),
                         evidence=str((res or {}).get("evidence", "")), bundle=str((res or {}).get("bundle", "")))
+        if kind == "discarded" and res is not None:
+            rec.violated = salvage.violated_keys(res.get("findings") or [])
         if role == "perturbation":
             self.tried += 1
             rec.index = self.tried
@@ -321,6 +320,7 @@ class Explorer:
                 res = json.loads(src.read_text())
                 (refdir / src.name).write_text(json.dumps(res, indent=1))
                 traces[case] = Trace.from_events(res["events"], res["namespace"], res["jobs"])
+                self.oracles[case] = oracles.choose(traces[case], res, REGISTRY)
             else:
                 todo.append((f"ref{i}", None, case))
         if todo:
@@ -335,6 +335,7 @@ class Explorer:
                                        f"{self.out / 'batches'}")
                 (refdir / f"{case_slug(case)}.json").write_text(json.dumps(res, indent=1))
                 traces[case] = Trace.from_events(res["events"], res["namespace"], res["jobs"])
+                self.oracles[case] = oracles.choose(traces[case], res, REGISTRY)
         for t in traces.values():
             self.coverage |= t.facts()
         return traces
@@ -391,6 +392,8 @@ class Explorer:
                 bk = generate.blocked_key(cand)
                 if rec.outcome == "discarded" and bk is not None and f"{bk[2]} ended by hold_timeout" in rec.reason:
                     self.blocked[bk] = min(self.blocked.get(bk, float("inf")), cand.meta["until"])
+                if rec.violated and res is not None and self.left() > 0:
+                    self.salvage_run(rec, cand, res)
                 if rec.outcome == "violation":
                     for key in rec.keys:
                         self.on_violation(key, rec, cand)
@@ -400,7 +403,33 @@ class Explorer:
                         e.stage = cand.stage
                         self.push(e, "front" if i < generate.FRONT else "rest", rec.novelty)
 
-    def on_violation(self, key: str, rec: RunRecord, cand: Candidate) -> None:
+    def salvage_run(self, rec: RunRecord, cand: Candidate, res: dict[str, Any]) -> None:
+        """A discarded run that violated an invariant (harness/explore/salvage.py): replay the plan that
+        happened once; kept as a finding (then confirmed and minimised) when that reproduces a violation."""
+        if not salvage.salvageable(res.get("findings") or []):
+            rec.salvage = "not replayable (an assumption other than the plan's own failed)"
+            return
+        got = salvage.as_happened(cand.moves, res.get("events") or [])
+        if got is None:
+            rec.salvage = "not replayable (nothing to change, or not a valid plan)"
+            return
+        plan, changes = got
+        rid = f"h{rec.index:04d}"
+        c2 = Candidate(plan, cand.case, "as-happened", depth=len(plan), parent=rec.id, id=rid)
+        self.cands[rid] = c2
+        self.say(f"[explore] {rec.id} was discarded but violated {', '.join(rec.violated)}: replaying the plan that "
+                 f"happened ({'; '.join(changes)})")
+        r2 = self.record(rid, c2, cand.case, self.run_batch([(rid, c2, cand.case)]).get(rid), role="replay")
+        hit = [k for k in r2.keys if k in rec.violated] or r2.keys
+        if r2.outcome != "violation" or not hit:
+            rec.salvage = f"replayed as happened: {r2.outcome}"
+            return
+        rec.salvage = f"kept as {', '.join(hit)}"
+        for key in hit:
+            self.on_violation(key, r2, c2, note=f"from the discarded run {rec.id}, replayed as the plan that happened "
+                                                f"({'; '.join(changes)}): ordered partly by time")
+
+    def on_violation(self, key: str, rec: RunRecord, cand: Candidate, note: str = "") -> None:
         f = self.findings.get(key)
         if f is not None:
             f["runs"].append(rec.id)
@@ -409,6 +438,8 @@ class Explorer:
                                   "first_minutes": rec.at_minutes, "case": rec.case, "plan": rec.words,
                                   "moves": rec.moves, "runs": [rec.id], "bundle": rec.bundle,
                                   "evidence": rec.evidence, "summary": self._summary_of(rec, key)}
+        if note:
+            f["note"] = note
         self.say(f"[explore] VIOLATION {key} in run {rec.id} after {rec.index} perturbations, "
                  f"{rec.at_minutes:.1f} min: {rec.words}")
         self.minimize_finding(f, cand)
@@ -433,12 +464,13 @@ class Explorer:
         """Minimise the plan of finding `f` (minimize.py) and save it under findings/ (module docstring)."""
         key, case = f["key"], cand.case
         started = time.monotonic()
+        budget = min(self.minimize_budget, MINIMIZE_SHARE * self.budget - self.minimize_spent)
         n = self.min_runs
         counter = [0]
         hit_bundle: dict[Plan, str] = {}
 
         def evaluate(plans: list[Plan]) -> list[int] | None:
-            if time.monotonic() - started > self.minimize_budget:
+            if time.monotonic() - started > budget:
                 return None
             items = []
             for p in plans:
@@ -479,6 +511,7 @@ class Explorer:
         f["reproduced"] = f"{m.hits}/{m.runs}" if m.runs else "not re-run (no time left)"
         f["minimize_complete"] = m.complete
         f["minimize_minutes"] = round((time.monotonic() - started) / 60.0, 2)
+        self.minimize_spent += time.monotonic() - started
         f["minimize_steps"] = [{"plan": plan_words(p), "hits": h} for p, h in m.steps]
         f["bundle"] = hit_bundle.get(m.moves) or f["bundle"]
         path = self.out / "findings" / f"{re.sub(r'[^a-z0-9]+', '-', key.lower())}.yaml"
@@ -487,6 +520,7 @@ class Explorer:
             f"Found by `kueue-harness explore` on Kueue {self.kueue_version or self.spec.wanted}: {key}",
             f"{f['summary']}" if f.get("summary") else "",
             f"Case: {case}",
+            *([f["note"]] if f.get("note") else []),
             f"First seen in run {f['first_run']} (perturbation {f['first_index']}, {f['first_minutes']:.1f} min): {f['plan']}",
             f"That plan reproduced it {f['confirmed']} times"
             + (f"; with one more move (the first that reproduced every time, else the most reliable of "
@@ -504,8 +538,13 @@ class Explorer:
     # ---- the whole thing --------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         self.out.mkdir(parents=True, exist_ok=True)
-        traces = self.reference()
+        try:
+            traces = self.reference()
+        except BaseException:
+            self.close()
+            raise
         if self.reference_only:
+            self.close()
             self.say(f"[explore] reference runs saved in {self.out / 'reference'} (for --reference)")
             return self.write()
         roots = self.seed(traces)
@@ -514,14 +553,23 @@ class Explorer:
         try:
             self.search(traces)
         finally:
+            self.close()
             result = self.write()
         return result
+
+    def close(self) -> None:
+        """Stop the stream's pytest process (its environment) if one runs."""
+        if self.stream is not None:
+            self.stream.stop()
+            self.stream = None
 
     def write(self) -> dict[str, Any]:
         c = self.counts()
         result = {"cases": self.cases, "kueue": self.kueue_version or self.spec.wanted, "shard": list(self.shard),
                   "minutes": round(self.minutes(), 2), "counts": c, "queue_left": len(self.queue),
                   "batches": self.batches, "findings": list(self.findings.values()),
+                  "clusters": clusters(self.findings.values()),
+                  "minimize_minutes": round(self.minimize_spent / 60.0, 2),
                   "runs": [r.__dict__ for r in self.runs],
                   "settings": {"max_runs": self.max_runs, "budget_minutes": self.budget / 60, "batch": self.batch,
                                "max_depth": self.max_depth, "min_runs": self.min_runs, "noop_every": self.noop_every}}

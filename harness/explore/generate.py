@@ -17,10 +17,13 @@ Order (the heuristic; docs/architecture.md "explore"):
   first"), the rest after them. Depth is capped (`max_depth`).
 - **Stage 2, everything else**, its families taken in turn: holds of strict and Job writes, unobserved
   states (drop/delay the watch events up to W's result), failed writes (409 / 500 once), restarts right
-  after W was answered (SIGTERM, SIGKILL), failed writes three times. The driver takes every 4th run
-  from this stage (driver.OTHERS_EVERY).
+  after W was answered (SIGTERM, SIGKILL), failed writes three times, a write that keeps failing (every
+  time: how Kueue retries a write it cannot make, kueue#9428). The driver takes every 4th run from this
+  stage (driver.OTHERS_EVERY).
 
-Pruning: one acting move per write kind and object role; E must be a different target whose event came
+Pruning: one acting move per write kind and object role; a request is never held until its own
+consequence (`is_consequence`: Kueue's watch delivering it, or a write of the same object that Kueue's job
+reconciler makes only after seeing it — a held admission never sees its Job unsuspended); E must be a different target whose event came
 after W's request in the trace; only the case's namespace; Workload creations are failed, never held (a
 case waits for its Workload to exist); a watch event is dropped only when a later event of the same object
 exists in the trace (Kueue should still see the object as it is, like after a re-list: the "unobserved
@@ -49,6 +52,42 @@ from harness.explore.trace import Trace, WriteStep
 FRONT = 4
 #: Extensions of one run generated at most.
 MAX_EXTENSIONS = 24
+
+#: Writes Kueue makes only after it has *seen* the result of another write of the same object role, so that
+#: holding that write's request until one of them can never end by its trigger (the hold would wait for
+#: its own consequence). Source: Kueue's job reconciler (pkg/controller/jobframework/reconciler.go,
+#: v0.16-v0.19): it unsuspends a Job once the Workload it reads from its informer is admitted
+#: (`admission` -> `job_unsuspend`), suspends it once the Workload is evicted (`eviction` -> `job_suspend`),
+#: and clears the quota reservation of an evicted Workload once its Job is suspended and has no active
+#: Pods (`job_suspend` -> `quota_release`). Closed transitively by `consequences`.
+CAUSES: dict[str, tuple[str, ...]] = {
+    "admission": ("job_unsuspend",),
+    "eviction": ("job_suspend",),
+    "job_suspend": ("quota_release",),
+}
+
+
+def consequences(cls: str) -> set[str]:
+    """Write kinds (of the same object role) that follow from a write of kind `cls` once Kueue saw its
+    result: the transitive closure of CAUSES ("eviction" -> {"job_suspend", "quota_release"})."""
+    out: set[str] = set()
+    todo = list(CAUSES.get(cls, ()))
+    while todo:
+        c = todo.pop()
+        if c not in out:
+            out.add(c)
+            todo.extend(CAUSES.get(c, ()))
+    return out
+
+
+def is_consequence(held: Target, a: After) -> bool:
+    """Whether trigger `a` is a causal consequence of the *request* of `held`: Kueue's watch delivering
+    `held`'s own result, or a write of the same role whose kind follows from it (CAUSES). A hold of the
+    request until such a trigger can only end by its timeout, so it is never generated. (A held *answer*
+    does not block them: kube-apiserver applied the write, and Kueue's controllers see it by watch.)"""
+    if a.target.rule_id == held.rule_id:
+        return True
+    return a.target.role == held.role and a.target.cls in consequences(held.cls)
 
 
 def later_events(trace: Trace, w: WriteStep, skip: Iterable[str] = ()) -> list[After]:
@@ -97,6 +136,8 @@ def _holds(trace: Trace, writes: list[WriteStep], kinds=("hold", "hold_response"
     for w in writes:
         for a in later_events(trace, w, skip):
             for kind in kinds:
+                if kind == "hold" and is_consequence(w.target, a):
+                    continue
                 out.append((f"{'stale' if kind == 'hold' else 'late-answer'}", Move(kind, w.target, (a,))))
     return out
 
@@ -111,11 +152,12 @@ def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
     # Stage 0: late loose Workload writes (every E of one W, held request then held answer).
     for w in loose:
         for a in later_events(trace, w):
-            out.append((0, "stale", Move("hold", w.target, (a,))))
+            if not is_consequence(w.target, a):
+                out.append((0, "stale", Move("hold", w.target, (a,))))
             out.append((0, "late-answer", Move("hold_response", w.target, (a,))))
     # Stage 2: the rest, one family after the other in turn (each family in its own order), so that
     # however far the budget reaches, every family got its first candidates.
-    fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], []]
+    fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], [], []]
     for role in dict.fromkeys(d.role for d in trace.deliveries):
         mods = trace.modified(role)
         glob = mods[0].glob if mods else ""
@@ -134,6 +176,9 @@ def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
     for w in first:
         for status in (409, 500):
             fams[4].append(("failed", Move("fail", w.target, status=status, times=3)))
+    for w in first:  # a write that keeps failing (`times: null`): kueue#9428's repeated eviction requests
+        if w.target.cls != "create":
+            fams[5].append(("failing", Move("fail", w.target, status=500, times=None)))
     for i in range(max(len(f) for f in fams)):
         for f in fams:
             if i < len(f):

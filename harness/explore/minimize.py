@@ -44,9 +44,9 @@ def minimize(moves: Plan, evaluate: Callable[[list[Plan]], list[int] | None], ru
              max_rounds: int = 6, hits: int | None = None,
              known: dict[tuple, tuple[int, int]] | None = None) -> Minimized:
     """Confirm `moves` (evaluate([moves]); skipped when its `hits` are known), then per round evaluate
-    every one-move-smaller plan at once and keep the first (in move order) that reproduced at least as
-    often. `evaluate(plans)` returns the hits out of `runs` for each plan, or None when there is no time
-    left. "As often" counts every run of a plan so far (`known`: plan_key -> (hits, runs) of earlier
+    every one-move-smaller plan at once and keep the most reliable of those that reproduced at least as
+    often as the plan they came from (the first in move order on a tie). `evaluate(plans)` returns the
+    hits out of `runs` for each plan, or None when there is no time left. "As often" counts every run of a plan so far (`known`: plan_key -> (hits, runs) of earlier
     evaluations, e.g. the confirmation of the plan a strengthened one came from): a plan that failed once
     is not made "as reliable" by one lucky sample."""
     record: dict[tuple, list[int]] = {k: [h, r] for k, (h, r) in (known or {}).items()}
@@ -81,12 +81,14 @@ def minimize(moves: Plan, evaluate: Callable[[list[Plan]], list[int] | None], ru
             out.complete = False
             break
         out.steps += list(zip(smaller, res))
-        keep = None
-        for p, h in zip(smaller, res):
-            if note(p, h) >= rate(best) and keep is None:
-                keep = (p, h)
-        if keep is None:
+        # Keep the most reliable sibling (first in move order on a tie), if it is at least as reliable.
+        floor = rate(best)
+        scored = [(note(p, h), i, p, h) for i, (p, h) in enumerate(zip(smaller, res))]
+        fit = [x for x in scored if x[0] >= floor]
+        if not fit:
             break
+        _, _, kp, kh = max(fit, key=lambda x: (x[0], -x[1]))
+        keep = (kp, kh)
         best, hits = keep
     out.moves, out.hits = best, hits
     return out

@@ -27,7 +27,7 @@ WATCH_DELAY = 2.0
 
 #: Write kinds a target can have besides the Workload status classes of harness/kueue/api.py.
 EXTRA_CLASSES = ("create", "job_suspend", "job_unsuspend", "watch")
-MOVE_KINDS = ("hold", "hold_response", "fail", "drop_watch", "delay_watch", "restart")
+MOVE_KINDS = ("hold", "hold_response", "fail", "drop_watch", "delay_watch", "restart", "delay", "delay_response")
 AFTER_MODES = ("answered", "delivered")
 
 
@@ -101,7 +101,9 @@ class Move:
     reorder), "hold_response" (let it apply, hold Kueue's answer until `after`), "fail" (answer `status`,
     `times` times), "drop_watch" / "delay_watch" (the first `times` MODIFIED events of the object of a
     "watch" target, dropped or delayed `delay` seconds: unobserved state), "restart" (restart Kueue,
-    SIGKILL with `kill`, once `target` was answered 200: intermediate state)."""
+    SIGKILL with `kill`, once `target` was answered 200: intermediate state), "delay" / "delay_response"
+    (hold the request / the answer of `target` for `delay` seconds: never generated, only what a hold
+    that ended by its timeout became in the run — driver.as_happened — an ordering by time)."""
 
     kind: str
     target: Target
@@ -137,6 +139,10 @@ class Move:
         if self.kind == "fail":
             return f"fail the {t} with {self.status}" + (" once" if self.times == 1 else f" {self.times} times"
                                                          if self.times else " every time")
+        if self.kind == "delay":
+            return f"hold the {t} for {self.delay:g}s"
+        if self.kind == "delay_response":
+            return f"hold the answer to the {t} for {self.delay:g}s"
         if self.kind == "drop_watch":
             return f"drop the first {self.times} MODIFIED {t}"
         if self.kind == "delay_watch":
@@ -212,6 +218,10 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
         elif m.kind == "fail":
             r = {"id": rid, "match": m.target.match(), "action": "fail", "status": int(m.status or 500),
                  "times": m.times, "reason": _REASONS.get(int(m.status or 500), "InternalError")}
+        elif m.kind in ("delay", "delay_response"):
+            r = {"id": rid, "match": m.target.match(), "action": "delay", "delay": round(float(m.delay), 3)}
+            if m.kind == "delay_response":
+                r["stage"] = "response"
         elif m.kind in ("drop_watch", "delay_watch"):
             r = {"id": rid, "match": {"name": m.target.glob, "event_type": "MODIFIED"},
                  "action": "drop_watch_events" if m.kind == "drop_watch" else "delay_watch_events", "times": m.times}

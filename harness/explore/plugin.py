@@ -17,7 +17,9 @@ A case under such a plan is a *perturbed run*:
   violated, or liveness decided and SETTLE seconds passed (bounded by LIVENESS_BOUND);
 - it is judged by its own checkers plus `plan_happened` (a rule that never acted, a hold that ended by
   its timeout: verdict error, the run is discarded), `watch_caught_up` (Kueue saw every Workload whose
-  watch events were dropped as it finally was), `liveness`, `quota` and `log_flood`;
+  watch events were dropped as it finally was), `liveness`, `quota` and `log_flood`, and the oracles the
+  driver chose for the case from its reference run (harness/explore/oracles.py; the runs file's
+  `oracles`, minus its `not_judged`);
 - `explore.json` in its evidence folder holds what the driver reads: the verdict, the findings, and the
   proxy's events of the case's namespace (harness/explore/trace.py), and a line is appended to
   <artifacts>/explore-progress.jsonl.
@@ -27,8 +29,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -60,17 +63,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "`kueue-harness explore` found on the control case it came from")
     g.addoption("--explore-runs", dest="kh_explore_runs", default=None, metavar="FILE",
                 help="(written by `kueue-harness explore`) JSON list of {id, case, plan}: one item per plan")
+    g.addoption("--explore-stream", dest="kh_explore_stream", default=None, metavar="DIR",
+                help="(written by `kueue-harness explore`) take runs one at a time from the driver through DIR: one "
+                     "environment for the whole search (harness/explore/stream.py)")
+    g.addoption("--oracle", dest="kh_oracles", action="append", default=[], metavar="NAME[=JSON]",
+                help="perturbed runs: judge them also by this checker, with these parameters (repeatable), e.g. "
+                     "--oracle 'write_count={\"write\": \"eviction\", \"max\": 1}' (docs/checkers.md)")
     g.addoption("--explore-bundles", dest="kh_explore_bundles", choices=("all", "violations"), default="all",
                 help="perturbed runs: write the evidence bundle for every run (default) or only for runs that "
                      "violated an invariant (explore's setting: a bundle costs about a second)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Validate `--plan FILE` before any environment starts, as `up --plan` does: a usage error with every
-    `file:line:` problem. A bare name that is neither a file nor a shipped plan may be a plan next to a case
-    (`<case folder>/plans/<name>.yaml`): it is validated when the cases are collected."""
+    """Validate `--oracle`s and `--plan FILE` before any environment starts, as `up --plan` does: a usage
+    error with every `file:line:` problem. A bare name that is neither a file nor a shipped plan may be a plan
+    next to a case (`<case folder>/plans/<name>.yaml`): it is validated when the cases are collected."""
     from harness.plan.load import PlanError, load_plan, shipped_plans
 
+    parse_oracles(config.getoption("kh_oracles") or [])
     plan = config.getoption("kh_plan")
     if not plan:
         return
@@ -85,7 +95,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`--plan NAME` that only a case's folder may hold: every selected case must find it there, valid."""
+    """`--plan NAME` that only a case's folder may hold: every selected case must find it there, valid.
+    Under `--explore-stream`: the slots of the cases interleaved (slot 1 of each case, then slot 2, ...)."""
+    if config.getoption("kh_explore_stream"):
+        from harness.explore import stream
+
+        items[:] = stream.interleave(items)
     if not getattr(config, "_kh_plan_near", False):
         return
     from harness.plan.load import PlanError, load_plan
@@ -131,6 +146,15 @@ def same_case(a: str, b: str) -> bool:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    folder = metafunc.config.getoption("kh_explore_stream")
+    if folder and "kh_perturbation" in metafunc.fixturenames:
+        from harness.explore import stream
+
+        cases = json.loads((Path(folder) / "stream.json").read_text()).get("cases") or []
+        if any(same_case(c, metafunc.definition.nodeid) for c in cases):
+            ids = stream.slot_ids()
+            metafunc.parametrize("kh_perturbation", [{"slot": i} for i in ids], ids=ids, indirect=True)
+        return
     if "kh_perturbation" not in metafunc.fixturenames or not metafunc.config.getoption("kh_explore_runs"):
         return
     mine = [r for r in _runs(metafunc.config) if same_case(r["case"], metafunc.definition.nodeid)]
@@ -138,10 +162,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("kh_perturbation", mine, ids=[r["id"] for r in mine], indirect=True)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A slot of `--explore-stream`: ask the driver for its run before anything of the case is set up; skip
+    the slot (nothing created) when there is none for this case now, and stop the session when told."""
+    folder = item.config.getoption("kh_explore_stream")
+    param = getattr(getattr(item, "callspec", None), "params", {}).get("kh_perturbation")
+    if not folder or not isinstance(param, dict) or "slot" not in param:
+        return
+    from harness.explore import stream
+
+    answer = stream.ask(Path(folder), item.nodeid, param["slot"])
+    if "run" in answer:
+        item._kh_run = answer["run"]  # type: ignore[attr-defined]
+        return
+    if "stop" in answer:
+        item.session.shouldstop = f"explore: {answer['stop']}"
+    item._kh_not_run = True  # type: ignore[attr-defined] - no verdict entry for it (scenarios/verdicts.py)
+    pytest.skip(str(answer.get("skip") or answer.get("stop")))
+
+
 @pytest.fixture(autouse=True)
 def kh_perturbation(request: pytest.FixtureRequest):
-    """The perturbed run of a case under `--plan` or `--explore-runs` (module docstring); None otherwise."""
-    run = getattr(request, "param", None) or {}
+    """The perturbed run of a case under `--plan`, `--explore-runs` or `--explore-stream` (module docstring);
+    None otherwise."""
+    run = getattr(request.node, "_kh_run", None) or getattr(request, "param", None) or {}
     plan = run.get("plan") or request.config.getoption("kh_plan")
     if not plan or "case" not in request.fixturenames:
         yield None
@@ -167,11 +212,38 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     return res
 
 
-def explore_selection(declared: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The case's checkers plus EXPLORE_CHECKERS (the case's parameters win: its liveness jobs stay)."""
+def explore_selection(declared: dict[str, dict[str, Any]], oracles: dict[str, dict[str, Any]] | None = None,
+                      not_judged: list[str] | tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """The case's checkers plus EXPLORE_CHECKERS plus the run's `oracles` (harness/explore/oracles.py: chosen
+    from the reference run), the case's parameters winning (its liveness jobs stay); minus `not_judged`
+    (the progress invariants a write failed every time makes unjudgeable)."""
     out = {k: dict(v or {}) for k, v in declared.items()}
     for name in EXPLORE_CHECKERS:
         out.setdefault(name, {})
+    for name, params in (oracles or {}).items():
+        out.setdefault(name, dict(params or {}))
+    for name in not_judged:
+        out.pop(name, None)
+    return out
+
+
+def parse_oracles(values: list[str]) -> dict[str, dict[str, Any]]:
+    """`--oracle` values ("NAME" or "NAME=JSON object") as {name: params}; each is built once, so a wrong
+    name or parameter is a UsageError naming it. Raises pytest.UsageError."""
+    out: dict[str, dict[str, Any]] = {}
+    for v in values:
+        name, _, raw = v.partition("=")
+        try:
+            params = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            raise pytest.UsageError(f"--oracle {v}: the parameters after = must be a JSON object ({e})") from None
+        if not isinstance(params, dict):
+            raise pytest.UsageError(f"--oracle {v}: the parameters after = must be a JSON object, e.g. {{\"max\": 1}}")
+        try:
+            Selection({name.strip(): params}).build()
+        except (KeyError, TypeError, ValueError) as e:
+            raise pytest.UsageError(f"--oracle {v}: {e}") from None
+        out[name.strip()] = params
     return out
 
 
@@ -262,7 +334,8 @@ class PerturbedRun:
                      what="the plan's holds and process faults to end")
         except WaitTimeout:
             ctx.record("settle_problem", problem=f"the plan still held a flow after {bound:g}s")
-        ctx.selection = Selection(explore_selection(ctx.selection.checkers))
+        oracles = {**(self.run.get("oracles") or {}), **parse_oracles(self.config.getoption("kh_oracles") or [])}
+        ctx.selection = Selection(explore_selection(ctx.selection.checkers, oracles, self.run.get("not_judged") or ()))
         checkers = [c for c in ctx.selection.build() if REGISTRY[c.name].kind == "invariant"]
         t0 = time.time()
 
@@ -273,7 +346,7 @@ class PerturbedRun:
             if any(f.result == "violated" for fs in found.values() for f in fs):
                 return True
             live = found.get("liveness") or []
-            decided = all(f.result in ("held", "violated", "not applicable") for f in live)
+            decided = all(f.result in ("held", "violated", "not applicable", "error") for f in live)
             return decided and time.time() - t0 >= SETTLE
 
         try:
@@ -296,7 +369,7 @@ class PerturbedRun:
             (ctx.dir / RESULT_FILE).write_text(json.dumps(result, indent=1, default=str))
             art = getattr(self.config, "_kh_artifacts", None)
             if art is not None:
-                line = {k: result[k] for k in ("run", "case", "verdict", "reason", "seconds")}
+                line = {k: result[k] for k in ("run", "case", "verdict", "reason", "seconds", "evidence")}
                 line["assumption_failed"] = any(f["assumption"] and f["result"] in ("violated", "inconclusive")
                                                 for f in result["findings"])
                 with open(Path(art) / PROGRESS_FILE, "a") as fh:
@@ -338,5 +411,8 @@ class PerturbedRun:
             "verdict": verdict.get("verdict") if verdict else "error",
             "reason": verdict.get("reason") if verdict else "no verdict (the case body failed)",
             "findings": findings, "namespace": ctx.ns, "jobs": jobs, "steps_skipped": self.skipped,
+            "checkers": sorted(ctx.selection.checkers), "kueue_version": getattr(ctx.env, "kueue_version", None),
+            "deleting": any(e.get("source") == "monitor" and e.get("event") == "object_deleting"
+                            for e in ctx.history.events),
             "seconds": round(time.time() - self.started, 2), "events": events, "evidence": str(ctx.dir),
         }

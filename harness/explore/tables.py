@@ -17,13 +17,15 @@ def render_summary(result: dict[str, Any]) -> str:
     c = result["counts"]
     cases = ", ".join(x.split("::")[-1] for x in result["cases"])
     shard = result.get("shard") or [1, 1]
+    dv = int(c.get("discarded_violating", 0))
+    discarded = f"{c['discarded']} ({dv} of them violated an invariant)" if dv else f"{c['discarded']}"
     lines = [f"# kueue-harness explore: {cases} on Kueue {result['kueue']}"
              + (f" (shard {shard[0]}/{shard[1]})" if shard[1] > 1 else ""), "",
-             "| perturbations tried | discarded | errors | not run (blocked) | violations | distinct violations | no-op runs "
-             "| false positives | minutes |",
+             ("| perturbations tried | discarded | errors | not run (blocked) | violations | distinct violations | no-op runs "
+             "| false positives | minutes |"),
              "|---|---|---|---|---|---|---|---|---|",
-             f"| {c['tried']} | {c['discarded']} | {c['errors']} | {c.get('pruned_blocked', 0)} | {c['violations']} "
-             f"| {c['distinct']} | {c['noop_runs']} | {c['false_positives']} | {result['minutes']:.1f} |", ""]
+             (f"| {c['tried']} | {discarded} | {c['errors']} | {c.get('pruned_blocked', 0)} | {c['violations']} "
+             f"| {c['distinct']} | {c['noop_runs']} | {c['false_positives']} | {result['minutes']:.1f} |"), ""]
     if result["findings"]:
         lines += ["| violation | first found (run, perturbations, minutes) | minimal plan | reproduced | plan file | evidence bundle |",
                   "|---|---|---|---|---|---|"]
@@ -33,6 +35,20 @@ def render_summary(result: dict[str, Any]) -> str:
                          f"{f.get('bundle') or '-'} |")
     else:
         lines.append("No violation found.")
+    gone = [r for r in result.get("runs") or [] if r.get("violated")]
+    if gone:
+        lines += ["", (f"Discarded runs (the plan did not happen as written) that violated an invariant: {len(gone)}, "
+                  f"{int(c.get('salvaged', 0))} kept as findings after a replay of the plan that happened "
+                  "(a hold that ended by its timeout held for as long as it did)."), "",
+                  "| run | plan | violated | what became of it |", "|---|---|---|---|"]
+        for r in gone:
+            lines.append(f"| {r['id']} | {r['words']} | {', '.join(r['violated'])} | {r.get('salvage') or '-'} |")
+    groups = result.get("clusters") or []
+    if len(groups) < len(result["findings"]):
+        lines += ["", f"Root causes: {len(groups)} (findings grouped by invariant and the shape of the minimal plan)", "",
+                  "| cause | findings |", "|---|---|"]
+        for g in groups:
+            lines.append(f"| {g['cause']} | {', '.join(g['keys'])} |")
     if c["tried"] and c["errors"] >= c["tried"]:
         lines.append(f"WARNING: all {c['tried']} perturbations ended in error, so nothing was judged: read "
                      "batches/*/pytest.log (e.g. the Kueue build or a case that fails on its own).")

@@ -88,7 +88,7 @@ class Trace:
     deliveries: list[Delivery]
 
     @classmethod
-    def from_events(cls, events: Iterable[Mapping[str, Any]], namespace: str, jobs: Iterable[str] = ()) -> "Trace":
+    def from_events(cls, events: Iterable[Mapping[str, Any]], namespace: str, jobs: Iterable[str] = ()) -> Trace:
         """From proxy events (any order; other namespaces ignored). `jobs`: the Job names the case created."""
         jobs = list(jobs)
         evs = sorted((e for e in events if e.get("source", "proxy") == "proxy"), key=lambda e: e.get("ts", 0.0))

@@ -254,6 +254,14 @@ class Nemesis:
         matched = self.facts.wait(key, timeout, self._cancel)
         return self._step_done("wait", t0, matched=matched)
 
+    def step_sleep(self, seconds: float) -> dict[str, Any]:
+        """Let `seconds` of wall time pass (a `sleep` step: the rare plan where time itself is the point).
+        Returns {"seconds"}. Raises InterruptedError when the case ended first."""
+        t0 = time.monotonic()
+        if self._cancel.wait(seconds):
+            raise InterruptedError("cancelled: the case ended first")
+        return self._step_done("sleep", t0)
+
     def _report_fact(self, key: str, detail: dict[str, Any]) -> None:
         self.proxy.add_fact(key, detail)
 

@@ -478,7 +478,8 @@ class Wait(_StepAction):
     """Wait (at most `timeout` seconds) for a fact — `{log: REGEX}` or `{object: Kind/name, condition: T,
     status: S}` / `{…, deleted: true}` / `{…, field: JSONPATH, equals: V}` — to have happened since the plan
     was loaded, or with `since: STEP` since plan step STEP began (its `signalled`: e.g. the reconcile that
-    follows a delete step, not an earlier one); a timeout fails the step."""
+    follows a delete step, not an earlier one); a `since: TRIGGER` (any trigger) is loaded as a `sleep: 0`
+    anchor step after that trigger (harness/plan/load.py); a timeout fails the step."""
 
     name = "wait"
     params = {"wait": None, "timeout": 60.0, "since": None}
@@ -528,6 +529,31 @@ class Wait(_StepAction):
     def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
         return runner.step_wait(rule.get("wait") or {}, float(rule.get("timeout") or 60.0), str(rule.get("id")),
                                 since=rule.get("since"))
+
+
+@register
+class Sleep(_StepAction):
+    """Let `sleep` seconds of wall time pass (0 ≤ seconds ≤ 600). Only for the rare scenario where time itself
+    is the point — Kueue acts on a clock (a backoff, a timeout, a batch period) and the plan must let that
+    clock run out; to order things, use triggers (docs/fault-plans.md, Steps). `sleep: 0` is a do-nothing
+    step: the loader makes one as the anchor of a wait's `since: TRIGGER`."""
+
+    name = "sleep"
+    params = {"sleep": None}
+    one_line = "plan step: let wall time pass (only when time itself is the point; order by triggers)"
+    MAX = 600.0
+
+    def validate(self, rule: "Rule") -> None:
+        super().validate(rule)
+        t = rule.param("sleep")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= self.MAX or t != t:
+            raise RuleError(f"rule {rule.id}: sleep must be seconds from 0 to {self.MAX:g}, got {t!r}", key="sleep")
+
+    def describe(self, rule: Mapping[str, Any]) -> str:
+        return f"let {_num(self.spec(rule, 'sleep'))}s pass"
+
+    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
+        return runner.step_sleep(float(rule.get("sleep") or 0.0))
 
 
 def step_names() -> tuple[str, ...]:

@@ -174,7 +174,7 @@ class Rule:
         if self.release is None:
             d.pop("release")
         else:
-            d["release"]["after"] = [{k: v for k, v in t.items() if v is not None and (k != "state" or t.get("rule"))}
+            d["release"]["after"] = [{k: v for k, v in t.items() if v is not None and (k != "state" or t.get("rule") or t.get("count"))}
                                      for t in d["release"]["after"]]
         return d
 
@@ -233,6 +233,10 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
                 errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for step {t.step}, but {t.step} "
                                         f"(action {target.action}) is not a step; wait for a rule with "
                                         "{rule: ID, state: …}"))
+            elif t.count and t.state not in target.kind.trigger_states:
+                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: counts {t.count}'s flows {t.state}, but "
+                                        f"{t.count} (action {target.action}) can only be waited for as "
+                                        f"{' or '.join(target.kind.trigger_states) or 'nothing'}"))
             elif t.rule and t.state not in target.kind.trigger_states:
                 if t.state in ("held", "released") and target.kind.consulted != "signal":
                     errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but "
@@ -258,7 +262,7 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
     # waits for the other step to be done: an edge. Facts (log, object) name no rule: no edge.
     graph = {
         r.id: {t.ref for t in (r.release.after if r.release else ())
-               if t.delivered or t.step or (t.rule and t.state != "held")} & ids
+               if t.delivered or t.step or ((t.rule or t.count) and t.state != "held")} & ids
         for r in rules
     }
     cycle = _first_cycle(graph)

@@ -20,7 +20,7 @@ TRIGGER_STATES = ("held", "released", "answered")
 
 
 #: Trigger kinds: one of these keys names what a trigger waits for (docs/fault-plans.md, Triggers).
-TRIGGER_KINDS = ("rule", "delivered", "step", "log", "object")
+TRIGGER_KINDS = ("rule", "delivered", "step", "log", "object", "count")
 #: Condition statuses an `{object: …, condition: T, status: S}` trigger may wait for.
 CONDITION_STATUSES = ("True", "False", "Unknown")
 #: "Kind/name" or "Kind.group/name" (Workload/w1, ClusterQueue/${namespace}-cq, Job.batch/j1); the name may be
@@ -43,6 +43,10 @@ class Trigger:
     `deleted` (a deletion seen, not mere absence), or had condition `condition` with `status` ("True" by
     default), or had a value at JSONPath `field` (equal to `equals` when given, compared by `fact_value`).
 
+    `count` + `at_least` (+ `state`, `status`): at least `at_least` flows of rule `count` reached `state`
+    ("answered" by default), each with HTTP `status` if given — an ordering by how often something happened,
+    never by how long (section "Counting triggers" below).
+
     `log` and `object` triggers are *facts*: the proxy cannot see them, so the harness side
     (harness/nemesis/runner.py) observes them and reports each to the proxy (`POST /facts`, keyed by `fact_key`).
     """
@@ -59,6 +63,8 @@ class Trigger:
     condition: str | None = None
     field: str | None = None
     equals: Any = None
+    count: str | None = None
+    at_least: int | None = None
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> "Trigger":
@@ -76,7 +82,8 @@ class Trigger:
         if not isinstance(d[kind], str):
             raise RuleError(f"{where}: `{kind}` must be a string")
         extra = {"rule": {"state", "status"}, "delivered": set(), "step": set(), "log": set(),
-                 "object": {"namespace", "deleted", "condition", "status", "field", "equals"}}[kind]
+                 "object": {"namespace", "deleted", "condition", "status", "field", "equals"},
+                 "count": {"state", "status", "at_least"}}[kind]
         # `state: answered` is the dataclass default and comes back from Rule.to_dict: not an extra key.
         given = {k for k, v in d.items() if v is not None and k != kind and not (k == "state" and v == "answered")}
         if given - extra:
@@ -86,6 +93,8 @@ class Trigger:
             raise RuleError(f"{where}: `{kind}` takes no {', '.join(f'`{k}`' for k in bad)}"
                             + (f" (it takes {', '.join(f'`{k}`' for k in sorted(extra))})" if extra else ""))
         d = dict(d)
+        if kind == "count":
+            return cls(**_check_count(d, where))
         if kind == "rule":
             t = cls(**d)
             if t.state not in TRIGGER_STATES:
@@ -141,7 +150,7 @@ class Trigger:
     @property
     def ref(self) -> str:
         """The rule (or step) id this trigger names; "" for a fact (log, object)."""
-        return self.rule or self.delivered or self.step or ""
+        return self.rule or self.delivered or self.step or self.count or ""
 
     @property
     def is_fact(self) -> bool:
@@ -164,6 +173,8 @@ class Trigger:
             return f"step {self.step} done"
         if self.log:
             return f"Kueue logged /{self.log}/"
+        if self.count:
+            return _describe_count(self)
         obj = self.object  # its namespace is the plan's unless the trigger names another: not repeated here
         if self.deleted:
             return f"{obj} deleted"
@@ -248,6 +259,8 @@ def trigger_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]], delivered_
     done with success."""
     if t.is_fact:
         return t.fact_key() in facts
+    if t.count:
+        return _count_satisfied(t, flows)
     if t.step:
         return any(f.released and f.ok is True for f in flows.get(t.step, []))
     if t.delivered:
@@ -271,3 +284,45 @@ def trigger_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]], delivered_
         ):
             return True
     return False
+
+
+# ---- Counting triggers (kubernetes-sigs/kueue#13662: "until job-a was evicted N times") ------------------
+# `{count: RULE, at_least: N, state: answered, status: 200}`: an ordering by how often something happened.
+# A fixed-duration hold ("release after 8 s") lets a slow machine see fewer repetitions than a fast one; a
+# count holds on any machine. Kept apart from the other kinds: its own checks, evaluation and words.
+
+
+def _check_count(d: dict[str, Any], where: str) -> dict[str, Any]:
+    """The checked keys of a `count` trigger; raises RuleError naming what to change."""
+    n = d.get("at_least")
+    if n is None or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise RuleError(f"{where}: `count` needs `at_least: N` (a whole number >= 1: how many flows of rule "
+                        f"{d.get('count')!r} must reach the state)")
+    state = d.get("state", "answered")
+    if state not in TRIGGER_STATES:
+        raise RuleError(f"{where}: state {state!r} is not one of {', '.join(TRIGGER_STATES)}")
+    st = d.get("status")
+    if st is not None and (isinstance(st, bool) or not isinstance(st, int)):
+        raise RuleError(f"{where}: status must be an HTTP status code")
+    return {**d, "state": state}
+
+
+def _count_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]]) -> bool:
+    """Whether at least `t.at_least` flows of rule `t.count` reached `t.state` (with `t.status`)."""
+    n = 0
+    for f in flows.get(t.count or "", []):
+        if t.state == "held":
+            n += f.held and (t.status is None or f.held_status == t.status)
+        elif t.state == "released":
+            n += f.released
+        else:
+            n += f.answered_status is not None and (t.status is None or f.answered_status == t.status)
+    return n >= (t.at_least or 1)
+
+
+def _describe_count(t: Trigger) -> str:
+    """"the 4th flow of quota-release-job-a answered" (with " with 200" when a status is asked for)."""
+    n = t.at_least or 1
+    suffix = "th" if 10 < n % 100 < 14 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    nth = f"{n}{suffix}"
+    return f"the {nth} flow of {t.count} {t.state}" + (f" with {t.status}" if t.status is not None else "")

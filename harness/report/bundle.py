@@ -179,6 +179,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "admission_answered"): ("status", "resource_version"),
     ("harness", "watch_delivered"): ("resource_version",),
     ("harness", "observed"): ("what",),
+    ("harness", "judging"): (),  # harness/scenarios/verdicts.py: the judged window ends here
     ("harness", "verdict"): ("invariant", "held"),
     ("harness", "holds_released_at_end"): ("holds",),
     ("harness", "case_finished"): (),
@@ -197,6 +198,8 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("monitor", "workload_quota_reserved"): ("key", "cluster_queue", "active", "resource_version"),
     ("monitor", "workload_quota_released"): ("key", "reason", "resource_version"),
     ("monitor", "workload_evicted"): ("key", "reason", "count", "evictions_total", "resource_version"),
+    ("monitor", "accounting_mismatch_started"): ("kind", "name", "field", "status", "counted", "workloads", "finding"),
+    ("monitor", "accounting_mismatch_cleared"): ("kind", "name", "field", "finding"),
     ("monitor", "pods_over_quota_started"): ("finding", "cluster_queue", "resource", "running_milli", "held_milli", "pods"),
     ("monitor", "pods_over_quota_cleared"): ("finding", "cluster_queue", "resource"),
     ("harness", "teardown_problem"): ("problem",),

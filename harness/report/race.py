@@ -126,7 +126,7 @@ def load_writes(folder: Path) -> dict[str, dict[str, Any]]:
 def split_managed_fields(objs: Mapping[str, Sequence[Mapping[str, Any]]]) -> tuple[dict[str, list], dict[str, list]]:
     """(the objects without metadata.managedFields, {"Kind ns/name": managedFields}) of an objects.yaml
     mapping ({"workloads": [...], ...}). The input is not changed."""
-    kinds = {"workloads": "Workload", "jobs": "Job", "clusterqueues": "ClusterQueue"}
+    kinds = {"workloads": "Workload", "jobs": "Job", "clusterqueues": "ClusterQueue", "cohorts": "Cohort"}
     plain: dict[str, list] = {}
     managed: dict[str, list] = {}
     for group, items in objs.items():

@@ -134,9 +134,15 @@ class CaseContext:
         self.history.record(event, **fields)
 
     def kueue_state(self) -> dict[str, Any]:
-        """{"starts": N, "alive": bool}: recorded at the start and at the verdict, so the assumption
-        "Kueue not restarted unasked" can be re-checked from the history alone."""
-        return {"starts": self.env.kueue_starts(), "alive": bool(self.env.kueue_alive())}
+        """{"starts": N, "alive": bool[, "log": {...}]}: recorded at the start and at the verdict, so the
+        assumptions "Kueue not restarted unasked" and "Kueue's log followed" can be re-checked from the
+        history alone. "log" (targets that follow Kueue's log through the API: harness/env/pod_logs.py)
+        is the follower's health: problems so far, the last one, bytes written, alive."""
+        state: dict[str, Any] = {"starts": self.env.kueue_starts(), "alive": bool(self.env.kueue_alive())}
+        health = getattr(self.env, "kueue_log_health", None)
+        if health is not None:
+            state["log"] = health()
+        return state
 
     # ---- what the checkers read ------------------------------------------------------------------
     def snapshot(self) -> list[dict[str, Any]]:
@@ -149,12 +155,18 @@ class CaseContext:
         return self.history.merged(events, self._log_lines, self.workload_keys)
 
     def objects(self, managed_fields: bool = False) -> dict[str, list[dict[str, Any]]]:
-        """The case's Workloads, Jobs and ClusterQueues now (direct reads); without metadata.managedFields
-        unless `managed_fields` (the bundle keeps them apart: managed-fields.yaml)."""
+        """The case's Workloads, Jobs, ClusterQueues and Cohorts now (direct reads); without
+        metadata.managedFields unless `managed_fields` (the bundle keeps them apart: managed-fields.yaml).
+        Cohorts: those named with the case's prefix and those its ClusterQueues name, with their parents
+        (harness/checkers/model/quota.py cohorts_in_scope): the quota checker judges the real tree."""
+        from harness.checkers.model.quota import cohorts_in_scope
+
+        cqs = [c for c in self.cluster.list("ClusterQueue") if c["metadata"]["name"].startswith(self.prefix)]
         objs = {
             "workloads": self.cluster.list("Workload", self.ns),
             "jobs": [self.cluster.api.sanitize_for_serialization(j) for j in self.cluster.batch.list_namespaced_job(self.ns).items],
-            "clusterqueues": [c for c in self.cluster.list("ClusterQueue") if c["metadata"]["name"].startswith(self.prefix)],
+            "clusterqueues": cqs,
+            "cohorts": cohorts_in_scope(self._cohorts(), cqs, self.prefix),
         }
         if self._monitor is not None:
             # The lifecycle checkers judge these too (running_pods_within_quota: Pods against their Workloads).
@@ -166,6 +178,17 @@ class CaseContext:
                 for o in group:
                     (o.get("metadata") or {}).pop("managedFields", None)
         return objs
+
+    def _cohorts(self) -> list[dict[str, Any]]:
+        """Every Cohort object ([] on a Kueue that serves no Cohort kind: 404)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.cluster.list("Cohort")
+        except ApiException as e:
+            if e.status == 404:
+                return []
+            raise
 
     def names(self, history: list[dict[str, Any]]) -> Names:
         return Names(history, self.ns, self.prefix)

@@ -83,9 +83,13 @@ def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = 
     sel = ctx.selection
     if raised is not None:
         sel = Selection({k: v for k, v in sel.checkers.items() if REGISTRY[k].kind == "assumption"})
+    # The judged window is the case's: it ends now, whatever each source last said (a quiet pending Workload
+    # observed 16 s is judged on 16 s, not on the time of its last event). The objects read next are the read
+    # made at that time (base.observed_until: the latest `seen` time, this event's for the harness).
+    ctx.record("judging")
     history = ctx.snapshot()
     objs = ctx.objects(managed_fields=True)  # the checkers ignore managedFields; the bundle keeps them
-    v = compose(sel, history, objs, ctx.names(history))
+    v = compose(sel, history, objs, ctx.names(history), require_invariant=raised is None)
     ctx.judged = v
     invariants = [n for n in sel.checkers if REGISTRY[n].kind == "invariant"]
     # What the checkers saw, per source: Kueue's log and the proxy's events reach the harness a little late,
@@ -125,8 +129,8 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     rep = yield
-    if "case" not in getattr(item, "fixturenames", ()):
-        return rep
+    if "case" not in getattr(item, "fixturenames", ()) or getattr(item, "_kh_not_run", False):
+        return rep  # not a case, or an `explore --explore-stream` slot that had no run (harness/explore/stream.py)
     verdicts = item.config.stash[_VERDICTS_KEY]
     ctx: CaseContext | None = getattr(item, "_kh_case", None)
     entry = verdicts.setdefault(item.nodeid, {

@@ -28,8 +28,8 @@ def rule(**d: Any) -> Rule:
 
 def test_registry_names_in_order_and_aliases() -> None:
     assert actions.names() == ("hold", "delay", "fail", "reset", "observe", "drop_watch_events",
-                               "delay_watch_events", "restart_kueue", "create", "patch", "delete", "wait")
-    assert actions.step_names() == ("create", "patch", "delete", "wait")
+                               "delay_watch_events", "restart_kueue", "create", "patch", "delete", "wait", "sleep")
+    assert actions.step_names() == ("create", "patch", "delete", "wait", "sleep")
     assert actions.get("hold_response") is actions.get("hold")
     with pytest.raises(KeyError):
         actions.get("explode")
@@ -57,7 +57,7 @@ def test_every_kind_says_what_it_is() -> None:
 def test_extra_keys_come_from_the_actions() -> None:
     assert actions.all_params() == {"kill": ("restart_kueue", False), "create": ("create", None),
                                     "patch": ("patch", None), "delete": ("delete", None), "wait": ("wait", None),
-                                    "timeout": ("wait", 60.0), "since": ("wait", None)}
+                                    "timeout": ("wait", 60.0), "since": ("wait", None), "sleep": ("sleep", None)}
     assert "kill" in rule_keys() and "params" not in rule_keys()
 
 

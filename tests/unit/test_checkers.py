@@ -174,7 +174,9 @@ def test_liveness_of_a_named_workload_alone_while_a_preemption_keeps_failing() -
     # Not seen yet (a plan step created it a moment ago): from its creationTimestamp, not the case's start.
     h = [e for e in _sticky(None, 6.0) if e["event"] != "workload_seen"]
     s_obj = {"metadata": {"name": "s", "namespace": NS, "creationTimestamp": "1970-01-12T13:46:43Z"}, "spec": {}}
-    assert only_s.check(h, {}, names(h))[0].result == "violated"  # from the case's start: 6 s > 5 s
+    # Never seen at all: `error`, never "waited for quota from the case's start".
+    [f] = only_s.check(h, {}, names(h))
+    assert f.result == "error" and "named but never seen" in f.summary
     [f] = only_s.check(h, {"workloads": [s_obj]}, names(h))  # T0 + 3 s: 3 s observed
     assert f.result == "inconclusive", f
 
@@ -240,3 +242,43 @@ def test_forced_process_faults_must_fire_by_their_triggers_and_succeed() -> None
     assert Forced(["restart"]).check(hist("release.timeout 5s", True), {}, names(base()))[0].result == "violated"
     never = base(20.0)
     assert "never happened" in Forced(["restart"]).check(never, {}, names(never))[0].evidence
+
+
+# ---- no vacuous verdict (issue 20) --------------------------------------------------------------------
+
+def test_a_case_with_no_invariant_or_none_that_applied_is_error() -> None:
+    h = [e for e in base(20.0) if e["source"] != "kueue"]
+    v = compose(Selection(selection_with_defaults({})), h, {})
+    assert v.verdict == "error" and v.reason == "no invariant applied: the case declared no invariant"
+    v = compose(Selection(selection_with_defaults({"liveness": {}})), h, {})  # no preemption, nothing named
+    assert v.verdict == "error" and "no invariant applied: liveness: no preemption" in v.reason
+    # A body that raised its own InvariantViolation judges only assumptions: no invariant needed there.
+    assert compose(Selection(selection_with_defaults({})), h, {}, require_invariant=False).verdict == "passed"
+
+
+def test_liveness_of_a_job_a_plan_step_created_is_judged() -> None:
+    """Job p created by a plan step (the proxy's signal_done of a create step), its Workload seen by Kueue's
+    watch: judged from the step's end, not "not applicable"."""
+    wl = "job-p-abcde"
+    h = [e for e in base(20.0) if e["source"] != "kueue"]
+    h += [ev(1.0, "proxy", "signal_done", rule="mk-p", action="create", ok=True, objects=[f"Job {NS}/p rv 42"]),
+          ev(1.2, "proxy", "watch_event", flow=9, type="ADDED", namespace=NS, name=wl, resource_version="43",
+             conditions={})]
+    h.sort(key=lambda e: e["ts"])
+    [f] = Liveness(bound=15, jobs=["p"]).check(h, {}, names(h))
+    assert f.result == "violated" and "after its Job was created" in f.evidence
+    got = sorted(h + [ev(2.0, "proxy", "watch_event", flow=9, type="MODIFIED", namespace=NS, name=wl,
+                         resource_version="44", conditions={"QuotaReserved": "True"})], key=lambda e: e["ts"])
+    [f] = Liveness(bound=15, jobs=["p"]).check(got, {}, names(got))
+    assert f.result == "held" and "1.00s after its Job was created" in f.evidence
+
+
+def test_liveness_of_a_named_job_never_created_or_without_workload_is_error() -> None:
+    h = [e for e in base(20.0) if e["source"] != "kueue"]
+    [f] = Liveness(jobs=["p"]).check(h, {}, names(h))
+    assert f.result == "error" and f.summary == "Job p was named but never created"
+    job = {"metadata": {"name": "p", "namespace": NS, "creationTimestamp": "1970-01-12T13:46:41Z"}}
+    [f] = Liveness(jobs=["p"]).check(h, {"jobs": [job]}, names(h))
+    assert f.result == "error" and f.summary == "Job p was named but no Workload of it was seen"
+    v = compose(Selection({"liveness": {"jobs": ["p"]}}), h, {"jobs": [job]})
+    assert v.verdict == "error" and v.reason == "liveness: Job p was named but no Workload of it was seen"

@@ -437,7 +437,7 @@ def _rule_added(ts: float, rule: dict) -> dict:
 def _judge(events: list[dict]) -> tuple[str, str]:
     h = [{"ts": 1.0, "source": "harness", "event": "case_started", "namespace": NS}, *events,
          {"ts": 50.0, "source": "harness", "event": "verdict"}]
-    v = compose(Selection({"plan_happened": {}}), h, {})
+    v = compose(Selection({"plan_happened": {}}), h, {}, require_invariant=False)
     return v.verdict, v.findings[0].evidence
 
 
@@ -585,7 +585,8 @@ def test_a_hold_that_blocked_its_trigger_is_not_tried_until_later_events(tmp_pat
     ran_held = [c for c in held if c.words() in ran]
     # Each one that ran waited for an event earlier than every one that timed out before it.
     assert all(b.meta["until"] < a.meta["until"] for a, b in zip(ran_held, ran_held[1:]))
-    assert len(ran_held) == 2 and ex.pruned == len(held) - 2 >= 5
+    # (holds of the eviction until its own consequences, job1's suspend and quota release, are not generated)
+    assert len(ran_held) == 2 and ex.pruned == len(held) - 2 >= 2
     assert any(w.startswith("hold the answer to the eviction of job1") for w in ran)  # another kind: still run
 
 
@@ -676,8 +677,9 @@ def test_watch_caught_up_when_kueue_saw_the_object_as_it_is() -> None:
     h = [{"ts": 1.0, "source": "harness", "event": "case_started", "namespace": NS}, drop,
          {"ts": 50.0, "source": "harness", "event": "verdict"}]
     sel = Selection({"watch_caught_up": {}})
-    v = compose(sel, h, {"workloads": [wl]})
+    v = compose(sel, h, {"workloads": [wl]}, require_invariant=False)
     assert v.verdict == "error" and "never superseded" in v.findings[0].evidence
-    assert compose(sel, sorted(h + [later], key=lambda e: e["ts"]), {"workloads": [wl]}).verdict == "passed"
-    assert compose(sel, h, {"workloads": []}).verdict == "passed"  # deleted: Kueue learns that anyway
+    assert compose(sel, sorted(h + [later], key=lambda e: e["ts"]), {"workloads": [wl]},
+                   require_invariant=False).verdict == "passed"
+    assert compose(sel, h, {"workloads": []}, require_invariant=False).verdict == "passed"  # deleted: Kueue learns that anyway
     assert compose(sel, [h[0], h[2]], {"workloads": [wl]}).findings[0].result == "not applicable"

@@ -124,9 +124,15 @@ def test_evictions_from_watch_deliveries_when_the_monitor_did_not_see_the_worklo
     assert f.result == "violated" and "3 times" in f.evidence
 
 
-def test_no_eviction_is_not_applicable_unless_a_workload_is_named():
-    assert results(judge(BoundedEvictions(), start())) == ["not applicable"]
-    assert results(judge(BoundedEvictions(workloads=["small"]), start())) == ["held"]
+def test_no_eviction_is_held_when_workloads_were_seen_and_error_when_none_was():
+    seen = [ev(1, "monitor", "workload_seen", key=KEY, queue="lq", active=True, priority=0)]
+    assert results(judge(BoundedEvictions(), start())) == ["error"]  # nothing to count: never "passed"
+    assert results(judge(BoundedEvictions(), start() + seen)) == ["held"]
+    assert results(judge(BoundedEvictions(workloads=["small"]), start() + seen)) == ["held"]
+    (f,) = judge(BoundedEvictions(workloads=["small"]), start())
+    assert f.result == "error" and "named but never seen" in f.summary
+    (f,) = judge(BoundedEvictions(until_quota="p"), start() + seen)
+    assert f.result == "error" and "Job p was named but never created" in f.summary
     with pytest.raises(ValueError):
         BoundedEvictions(max=-1)
 
@@ -183,13 +189,13 @@ def test_deleted_in_time_held_late_violated_short_history_inconclusive():
     late = dict(gone, ts=gone["ts"] + 20)
     assert results(judge(DeletionCompletes(bound=10), start(30) + [deleting(5), late])) == ["violated"]
     assert results(judge(DeletionCompletes(bound=10), start(8) + [deleting(5)])) == ["inconclusive"]
-    assert results(judge(DeletionCompletes(kinds=["Workload"]), start(30) + [deleting(5)])) == ["not applicable"]
+    assert results(judge(DeletionCompletes(kinds=["Workload"]), start(30) + [deleting(5)])) == ["error"]
     with pytest.raises(ValueError, match="unknown kind"):
         DeletionCompletes(kinds=["Node"])
 
 
 def test_teardown_deletions_after_the_verdict_are_not_judged():
-    assert results(judge(DeletionCompletes(), start(30) + [deleting(31)])) == ["not applicable"]
+    assert results(judge(DeletionCompletes(), start(30) + [deleting(31)])) == ["error"]  # nothing deleted in the case
 
 
 # ---- running Pods within quota ----------------------------------------------------------------------
@@ -235,7 +241,7 @@ def test_pods_over_quota_from_the_monitor_and_not_applicable_without_pods():
                    ev(4, "monitor", "pods_over_quota_cleared", finding="…", cluster_queue="cq", resource="cpu")]
     (f,) = judge(RunningPodsWithinQuota(), h)
     assert f.result == "violated" and "for 1.00s" in f.evidence
-    assert results(judge(RunningPodsWithinQuota(), start())) == ["not applicable"]
+    assert results(judge(RunningPodsWithinQuota(), start())) == ["error"]
     ok = {"pods": [pod("a-0", "u-a", "1")], "workloads": [job_workload("a", "u-a", "1")], "localqueues": [LQ]}
     assert results(judge(RunningPodsWithinQuota(), start(), ok)) == ["held"]
 
@@ -277,16 +283,25 @@ def test_reactivated_workload_may_be_scheduled_and_untouched_is_held():
     react = ev(3, "monitor", "workload_active_changed", key=KEY, active=True, resource_version="6")
     assert results(judge(InactiveNeverScheduled(), start() + [deactivated(2), react, reserved(5, active=True)])) == ["held"]
     assert results(judge(InactiveNeverScheduled(), start() + [deactivated(2)])) == ["held"]
-    assert results(judge(InactiveNeverScheduled(), start())) == ["not applicable"]
+    assert results(judge(InactiveNeverScheduled(), start())) == ["error"]
 
 
 def test_composed_by_name_like_a_case_declares_them():
     h = sorted(start() + evictions(5) + [deleting(2)], key=lambda e: e["ts"])
-    sel = Selection(selection_with_defaults({"bounded_evictions": {"max": 2}, "deletion_completes": {"bound": 5},
-                                             "inactive_never_scheduled": {}, "running_pods_within_quota": {}}))
+    sel = Selection(selection_with_defaults({"bounded_evictions": {"max": 2}, "deletion_completes": {"bound": 5}}))
     v = compose(sel, h, {})
     assert v.verdict == "reproduced"
     assert {f.check for f in v.findings if f.result == "violated"} == {"bounded_evictions", "deletion_completes"}
+    # Declared checkers whose subject never occurred (no deactivation, no Pods) make a run that held `error`,
+    # never `passed`.
+    gone = ev(3, "monitor", "object_deleted", kind="ClusterQueue", key="p-cq", finalizers=[])
+    h = sorted(start() + evictions(1) + [deleting(2), gone], key=lambda e: e["ts"])
+    sel = Selection(selection_with_defaults({"bounded_evictions": {"max": 2}, "deletion_completes": {"bound": 5},
+                                             "inactive_never_scheduled": {}, "running_pods_within_quota": {}}))
+    v = compose(sel, h, {})
+    assert v.verdict == "error" and "inactive_never_scheduled: no Workload was deactivated" in v.reason
+    sel = Selection(selection_with_defaults({"bounded_evictions": {"max": 2}, "deletion_completes": {"bound": 5}}))
+    assert compose(sel, h, {}).verdict == "passed"
 
 
 # ---- the monitor records them (its watch threads call these per event) ------------------------------
@@ -368,3 +383,20 @@ def test_pending_fits_decides_once_no_fitting_workload_is_within_the_bound():
     assert decided(1, fits_objects("3"))            # nothing fits: held
     assert decided(1, fits_objects("2"))            # fits, 29 s quiet: violated
     assert not decided(25, fits_objects("2"))       # fits, 5 s quiet: still inconclusive
+
+
+def test_inactive_never_scheduled_decides_either_way():
+    """Decided on a violation, and on a held judgement once conclusive: reactivated, or watched inactive
+    without a reservation for `settle` seconds; not while nothing was deactivated or too recently."""
+    def decided(checker, h):
+        h = sorted(h, key=lambda e: e["ts"])
+        return checker.decided(h, {}, Names(h))
+
+    c = InactiveNeverScheduled(grace=1, settle=3)
+    assert decided(c, start() + [deactivated(2), reserved(4)])  # violated
+    assert decided(c, start(30) + [deactivated(2)])  # 28 s inactive, no reservation: held for good
+    assert not decided(c, start(4) + [deactivated(2)])  # only 2 s so far
+    assert not decided(c, start())  # nothing deactivated yet
+    react = ev(3, "monitor", "workload_active_changed", key=KEY, active=True, resource_version="6")
+    assert decided(c, start(4) + [deactivated(2), react])  # active again: its inactive spell is judged
+    assert not decided(c, start() + [deactivated(2), reserved(2.5)])  # inconclusive within the grace

@@ -135,7 +135,7 @@ steps:
     patch: {object: w, merge: {}}   # <- object 'w' is not Kind/name
   - id: d
     delete: Workload/x
-    wait: {log: x}   # <- give exactly one of create, patch, delete, wait (got delete, wait)
+    wait: {log: x}   # <- give exactly one of create, patch, delete, wait, sleep (got delete, wait)
   - id: e
     unknown: 1   # <- steps[4]: unknown key 'unknown'
     delete: Workload/x

@@ -161,7 +161,7 @@ def test_rule_that_is_not_a_mapping(tmp_path: Path) -> None:
                    stat: answered   # <-
            - id: b
              action: observe
-         """, ["rules[0].release.after[1]: unknown key 'stat'", "allowed: condition, deleted, delivered, equals, field, log, namespace, object, rule, state, status, step"]),
+         """, ["rules[0].release.after[1]: unknown key 'stat'", "allowed: at_least, condition, count, deleted, delivered, equals, field, log, namespace, object, rule, state, status, step"]),
     ],
     ids=["top", "rule", "match", "release", "trigger"],
 )

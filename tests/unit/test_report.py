@@ -152,7 +152,7 @@ def test_verdict_from_all_checks():
     ok = h + [ev(1.0, "proxy", "watch_event", flow=9, type="MODIFIED", namespace=NS, name=WL2, resource_version="9",
                  conditions={"QuotaReserved": "True"}, admission=True)]
     assert report.recheck(sorted(ok, key=lambda e: e["ts"]), {"workloads": [workload(WL2, True)], "clusterqueues": [CQ]})[0] == "passed"
-    assert report.recheck(base(5.0), {})[0] == "inconclusive"
+    assert report.recheck(base(5.0), {})[0] == "error"  # no ClusterQueue: quota cannot judge
 
 
 def test_log_flood_is_counted_but_does_not_decide():

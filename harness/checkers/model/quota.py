@@ -14,8 +14,10 @@ from harness.common.quantity import format_milli, parse_quantity
 __all__ = [
     "QuotaFinding",
     "StatusMismatch",
+    "available",
     "check_flavors_reservation",
     "check_quota",
+    "cohorts_in_scope",
     "holds_quota",
     "kueue_milli",
     "usage_by_cluster_queue",
@@ -209,6 +211,66 @@ def check_quota(
     return findings
 
 
+def cohorts_in_scope(
+    cohorts: Iterable[Mapping[str, Any]], cluster_queues: Iterable[Mapping[str, Any]], prefix: str = ""
+) -> list[dict[str, Any]]:
+    """The Cohort objects a case's quota tree is made of: those named with `prefix` and every Cohort a
+    ClusterQueue of `cluster_queues` names (spec.cohortName, v1beta1 spec.cohort), with their ancestors
+    along spec.parentName (a parent link that loops stops there). Sorted by name; the input is not changed.
+
+    A Cohort of another tree (another case's) would only add roots with no usage, but it is left out so
+    objects.yaml shows the case's tree. Source of the links: apis/kueue/v1beta2/cohort_types.go (parentName),
+    clusterqueue_types.go (cohortName).
+    """
+    by_name = {str(_dict(c.get("metadata")).get("name", "")): dict(c) for c in cohorts}
+    wanted = {n for n in by_name if prefix and n.startswith(prefix)}
+    todo = [str(_dict(cq.get("spec")).get("cohortName") or _dict(cq.get("spec")).get("cohort") or "")
+            for cq in cluster_queues]
+    todo += list(wanted)
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        if name in by_name:
+            wanted.add(name)
+            spec = _dict(by_name[name].get("spec"))
+            todo.append(str(spec.get("parentName") or spec.get("parent") or ""))
+    return [by_name[n] for n in sorted(wanted)]
+
+
+def available(
+    cluster_queues: Sequence[Mapping[str, Any]],
+    cohorts: Sequence[Mapping[str, Any]],
+    usage: Mapping[str, Mapping[FlavorResource, int]],
+    potential: bool = False,
+) -> dict[str, dict[FlavorResource, int]]:
+    """What each ClusterQueue could still admit, per flavor and resource, as Kueue's scheduler computes it.
+
+    `usage` is {ClusterQueue name: {(flavor, resource): milli-units}} (as the quota the ClusterQueue's
+    Workloads hold: `usage_by_cluster_queue` summed per ClusterQueue). Returns {ClusterQueue name:
+    {(flavor, resource): milli-units}} for the pairs each ClusterQueue's spec.resourceGroups lists, never
+    below 0 (pkg/cache/scheduler/clusterqueue_snapshot.go, Available: max(0, available)). With
+    `potential`, usage is ignored and the limit with an empty tree is returned.
+
+    Source: pkg/cache/scheduler/resource_node.go at v0.17.0: `available` (a root: subtree quota -
+    usage; else the node's LocalAvailable plus what its parent has left, capped by borrowingLimit as
+    storedInParent - usedInParent + borrowingLimit) and `potentialAvailable`; the tree and its subtree
+    quotas as in `check_quota` (updateCohortResourceNode, accumulateFromChild). Kueue's own tables for
+    these numbers: pkg/cache/scheduler/resource_test.go (TestAvailable). Raises ValueError (TypeError)
+    on a malformed quantity.
+    """
+    flat = {(cq, fr[0], fr[1]): (0 if potential else milli, []) for cq, frs in usage.items()
+            for fr, milli in frs.items()}
+    tree = _Tree.build(cluster_queues, cohorts, flat)
+    out: dict[str, dict[FlavorResource, int]] = {}
+    for name, node in sorted(tree.cluster_queues.items()):
+        if node.known:
+            out[name] = {fr: max(0, _available(node, fr)) for fr in sorted(node.quotas)}
+    return out
+
+
 def check_flavors_reservation(
     cluster_queues: Sequence[Mapping[str, Any]], workloads: Sequence[Mapping[str, Any]]
 ) -> list[StatusMismatch]:
@@ -389,6 +451,20 @@ def _limit(node: _Node, fr: FlavorResource) -> tuple[int, str] | None:
     if quota is not None and quota.borrowing_limit is not None:
         return node.subtree.get(fr, 0) + quota.borrowing_limit, "cohort subtree quota + borrowingLimit"
     return None
+
+
+def _available(node: _Node, fr: FlavorResource) -> int:
+    """resource_node.go `available` for one node (recursive up to the root)."""
+    if node.parent is None:
+        return node.subtree.get(fr, 0) - node.usage.get(fr, 0)
+    parent_available = _available(node.parent, fr)
+    quota = node.quotas.get(fr)
+    local = node.local_quota(fr)
+    if quota is not None and quota.borrowing_limit is not None:
+        stored_in_parent = node.subtree.get(fr, 0) - local
+        used_in_parent = max(0, node.usage.get(fr, 0) - local)
+        parent_available = min(stored_in_parent - used_in_parent + quota.borrowing_limit, parent_available)
+    return max(0, local - node.usage.get(fr, 0)) + parent_available
 
 
 def _check_node(node: _Node, fr: FlavorResource, findings: list[QuotaFinding]) -> int:

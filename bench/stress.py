@@ -1,0 +1,248 @@
+"""Proof under load: run the main job (`kueue-harness run`: every case and control under cases/) R times while
+N busy CPU loops keep the machine loaded, and count the wrong verdicts (issue 20).
+
+    .venv/bin/python bench/stress.py --runs 10 [--burners 16] [--kueue-version v0.17.0] [-k EXPR]
+
+A busy loop is a Python process spinning `while True` (no stress-ng needed); 16 of them keep the 1-minute
+load average at about 16 on a 2-core machine (target: >= 4x the cores, >= 8 on 2 cores). The load is
+sampled every 5 s during each run. A verdict is wrong when it differs from the one the case's bug gives on
+the Kueue that ran (summary.json `expected`): a false reproduction (reproduced, expected passed), a false
+pass (passed, expected reproduced), an error, or anything else.
+
+Writes bench/results/<date>-stress-<time>.json: top-level `wrong_verdicts`, `runs`, `burners`, the load seen,
+every run's exit code and per-case verdicts, and per case expected vs actual counts; prints the table. The
+burners are stopped (by their pids) on exit, Ctrl-C included. Not a test: it prints figures. Run it alone
+(`flock /tmp/kh-env.lock …` on a shared machine): it loads every core on purpose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import multiprocessing
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, ROOT, load, machine, tree  # noqa: E402
+
+from harness.common.waiting import WaitTimeout, wait_for  # noqa: E402
+
+#: How often (seconds) the load average is sampled during a run.
+SAMPLE_EVERY = 5.0
+
+
+# ---- pure parts (tests/unit/test_stress.py) ------------------------------------------------------------
+
+def case_name(nodeid: str) -> str:
+    """The case a summary.json entry is about, without pytest's repetition suffix: "cases/x.py::t[r1]" -> "t"."""
+    return re.sub(r"\[r\d+\]$", "", nodeid.split("::")[-1])
+
+
+def classify(verdict: str, expected: str) -> str | None:
+    """None when `verdict` is the expected one, else what kind of wrong it is: "false reproduction",
+    "false pass", "error" or "other" (e.g. inconclusive). An empty `expected` (a case without one) is
+    taken as "passed": a control."""
+    expected = expected or "passed"
+    if verdict == expected:
+        return None
+    if verdict == "reproduced":
+        return "false reproduction"
+    if verdict == "passed":
+        return "false pass"
+    if verdict == "error":
+        return "error"
+    return "other"
+
+
+def tally(runs: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Per case and overall counts from runs ({"cases": [{"case", "verdict", "expected"}, …]} each).
+
+    Returns {"wrong_verdicts": N, "by_kind": {kind: N}, "cases": {case: {"expected": [..], "actual":
+    {verdict: N}, "wrong": N, "seconds_max": S}}, "missing": {case: runs it was absent from}}."""
+    per: dict[str, dict[str, Any]] = {}
+    by_kind: collections.Counter[str] = collections.Counter()
+    seen_in: collections.Counter[str] = collections.Counter()
+    n_runs = 0
+    for run in runs:
+        n_runs += 1
+        for name in {case_name(c["case"]) for c in run.get("cases") or []}:
+            seen_in[name] += 1
+        for c in run.get("cases") or []:
+            name = case_name(c["case"])
+            d = per.setdefault(name, {"expected": set(), "actual": collections.Counter(), "wrong": 0, "seconds_max": 0.0})
+            d["expected"].add(c.get("expected") or "passed")
+            d["actual"][c.get("verdict", "error")] += 1
+            d["seconds_max"] = max(d["seconds_max"], float(c.get("seconds") or 0.0))
+            kind = classify(c.get("verdict", "error"), c.get("expected", ""))
+            if kind:
+                d["wrong"] += 1
+                by_kind[kind] += 1
+    cases = {k: {**v, "expected": sorted(v["expected"]), "actual": dict(v["actual"])} for k, v in sorted(per.items())}
+    missing = {k: n_runs - seen_in[k] for k in cases if seen_in[k] < n_runs}
+    return {"wrong_verdicts": sum(by_kind.values()), "by_kind": dict(by_kind), "cases": cases, "missing": missing}
+
+
+def table(t: dict[str, Any], runs: int) -> str:
+    """The printed table: case, expected, actual counts, wrong count."""
+    rows = [("case", "expected", "actual", "wrong")]
+    for name, d in t["cases"].items():
+        actual = ", ".join(f"{v} {n}/{runs}" for v, n in sorted(d["actual"].items()))
+        rows.append((name, "/".join(d["expected"]), actual, str(d["wrong"])))
+    w = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(cell.ljust(w[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
+    kinds = ", ".join(f"{k} {n}" for k, n in sorted(t["by_kind"].items())) or "none"
+    lines.append(f"wrong verdicts: {t['wrong_verdicts']} ({kinds})")
+    return "\n".join(lines)
+
+
+# ---- the load ----------------------------------------------------------------------------------------------
+
+def _spin() -> None:  # pragma: no cover - runs in the burner processes
+    while True:
+        pass
+
+
+class Burners:
+    """N busy Python processes; `stop()` ends exactly those (by pid). Use as a context manager."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.procs: list[multiprocessing.Process] = []
+
+    def __enter__(self) -> "Burners":
+        ctx = multiprocessing.get_context("fork")
+        for _ in range(self.n):
+            p = ctx.Process(target=_spin, daemon=True)
+            p.start()
+            self.procs.append(p)
+        return self
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+        self.procs = []
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+class LoadSampler(threading.Thread):
+    """Samples os.getloadavg()[0] every SAMPLE_EVERY seconds until stopped."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[float] = []
+        self._stop_ev = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_ev.wait(SAMPLE_EVERY):
+            self.samples.append(round(os.getloadavg()[0], 2))
+
+    def stop(self) -> list[float]:
+        self._stop_ev.set()
+        self.join(timeout=SAMPLE_EVERY + 1)
+        return self.samples
+
+
+# ---- one run of the main job ---------------------------------------------------------------------------
+
+def run_main_job(art: Path, kueue_version: str, k: str | None, timeout: float) -> dict[str, Any]:
+    """`kueue-harness run --artifacts-dir ART` (+ --kueue-version, -k); returns {"exit", "seconds", "cases",
+    "load", "artifacts"} from its summary.json (cases [] when it wrote none)."""
+    cmd = [str(ROOT / ".venv" / "bin" / "kueue-harness"), "run", "--artifacts-dir", str(art),
+           "--kueue-version", kueue_version, *(["-k", k] if k else [])]
+    sampler = LoadSampler()
+    sampler.start()
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        code, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
+    except subprocess.TimeoutExpired as e:
+        code, tail = None, f"timed out after {timeout:g}s: {str(e.stdout or '')[-2000:]}"
+    seconds = round(time.monotonic() - t0, 1)
+    samples = sampler.stop()
+    summaries = sorted(art.rglob("summary.json"), key=lambda p: p.stat().st_mtime)
+    cases = json.loads(summaries[-1].read_text()).get("cases", []) if summaries else []
+    return {"exit": code, "seconds": seconds, "artifacts": str(art),
+            "load": {"min": min(samples, default=None), "max": max(samples, default=None), "samples": samples},
+            "cases": [{k2: c.get(k2) for k2 in ("case", "verdict", "expected", "seconds", "detail")} for c in cases],
+            **({"output_tail": tail} if code != 0 else {})}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=10, help="runs of the main job (default 10)")
+    ap.add_argument("--burners", type=int, default=16, help="busy CPU loops (default 16: load ~16 on 2 cores)")
+    ap.add_argument("--kueue-version", default="v0.17.0")
+    ap.add_argument("-k", help="only cases matching this pytest -k expression (default: all)")
+    ap.add_argument("--run-timeout", type=float, default=1800.0, help="seconds one run may take (default 1800)")
+    ap.add_argument("--min-load", type=float, default=8.0,
+                    help="wait (at most 120 s) until the 1-minute load average reaches this before the first run (default 8)")
+    ap.add_argument("--tag", default="", help="added to the results file name")
+    args = ap.parse_args(argv)
+    if args.runs < 1 or args.burners < 0:
+        ap.error("--runs must be >= 1 and --burners >= 0")
+    stamp = time.strftime("%H%M%S")
+    base = ROOT / "artifacts" / f"stress-{time.strftime('%Y%m%d')}-{stamp}"
+    runs: list[dict[str, Any]] = []
+
+    def interrupted(signum, frame):  # noqa: ARG001 - stop the burners, then unwind
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    started = load()
+    with Burners(args.burners) as burners:
+        print(f"[stress] {args.burners} busy loops started (pids {', '.join(str(p.pid) for p in burners.procs)}); "
+              f"waiting for load >= {args.min_load:g}", flush=True)
+        try:
+            # The 1-minute average rises slowly: bounded, and the run goes on (recorded) if it never gets there.
+            wait_for(lambda: os.getloadavg()[0] >= args.min_load, timeout=120, interval=2,
+                     what=f"the 1-minute load average to reach {args.min_load:g}")
+        except WaitTimeout:
+            print(f"[stress] load only {os.getloadavg()[0]:.1f} after 120 s; running anyway", flush=True)
+        try:
+            for i in range(args.runs):
+                print(f"[stress] run {i + 1}/{args.runs} (load {os.getloadavg()[0]:.1f}) …", flush=True)
+                r = run_main_job(base / f"run-{i + 1}", args.kueue_version, args.k, args.run_timeout)
+                runs.append(r)
+                bad = [f"{case_name(c['case'])}: {c['verdict']} (expected {c['expected'] or 'passed'})"
+                       for c in r["cases"] if classify(c["verdict"], c["expected"] or "")]
+                print(f"[stress] run {i + 1}: exit {r['exit']}, {len(r['cases'])} cases, {r['seconds']:.0f}s, load "
+                      f"{r['load']['min']}–{r['load']['max']}" + (f"; WRONG: {'; '.join(bad)}" if bad else ""), flush=True)
+        except KeyboardInterrupt:
+            print("[stress] interrupted: stopping the busy loops, writing what ran", flush=True)
+    t = tally(runs)
+    loads = [s for r in runs for s in r["load"]["samples"]]
+    data = {"benchmark": "stress", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "tree": tree(),
+            "command": " ".join(["bench/stress.py", *(argv if argv is not None else sys.argv[1:])]),
+            "wrong_verdicts": t["wrong_verdicts"], "by_kind": t["by_kind"], "runs": len(runs),
+            "runs_asked": args.runs, "burners": args.burners, "kueue_version": args.kueue_version,
+            "min_load": args.min_load, "load_before": started, "load_1m": {"min": min(loads, default=None), "max": max(loads, default=None),
+                                                "samples": len(loads)},
+            "main_job_exits": [r["exit"] for r in runs], "cases": t["cases"], "missing": t["missing"], "run_details": runs}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{time.strftime('%Y-%m-%d')}-stress-{stamp}{'-' + args.tag if args.tag else ''}.json"
+    out.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    print(table(t, len(runs)))
+    print(f"main job exit codes: {data['main_job_exits']}; load (1 min) {data['load_1m']['min']}–{data['load_1m']['max']}")
+    print(f"written: {out.relative_to(ROOT)}")
+    return 0 if t["wrong_verdicts"] == 0 and runs and all(r["exit"] == 0 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

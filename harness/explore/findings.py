@@ -1,0 +1,74 @@
+"""What a violation is called: its key (one per invariant and subject) and its root-cause cluster.
+
+`violation_keys` names each violated invariant of a run "checker:subject[:how]" ("liveness:job2:stuck",
+"quota:cq"): explore's distinct violations. `cluster_key` groups findings by root cause — the invariant
+and how it broke, and the shape of the minimal plan (each move's kind and write kind, with roles replaced
+by their relation to the finding's subject) — so that one race found on job1 and on a1, or once with a
+held request and once with a stale write of the same kind, is reported as one cause with its variants.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: How a liveness violation went (harness/checkers/liveness.py summaries): part of its key, so a Workload
+#: stuck for ever and one admitted late are two findings.
+LIVENESS_HOW = (("is stuck", "stuck"), ("got quota only after", "late"), ("got no quota", "never"))
+
+
+def violation_keys(findings: Iterable[Mapping[str, Any]]) -> list[str]:
+    """"checker:subject[:how]" for each violated invariant finding: "liveness:job2:stuck", "quota:cq" (the
+    subject is the first name of the finding's summary, after "transient:" and "ClusterQueue")."""
+    out = []
+    for f in findings:
+        if f.get("result") != "violated" or f.get("assumption"):
+            continue
+        summary = str(f.get("summary", ""))
+        words = re.sub(r"^(transient:\s*)?((ClusterQueue|cohort|Cohort|Workload)\s+)?", "", summary).split()
+        key = f"{f.get('check')}:{words[0].rstrip(':,') if words else '?'}"
+        how = next((h for text, h in LIVENESS_HOW if text in summary), None) if f.get("check") == "liveness" else None
+        out.append(f"{key}:{how}" if how else key)
+    return sorted(set(out))
+
+
+def cluster_key(key: str, moves: Iterable[Mapping[str, Any]]) -> str:
+    """The root-cause cluster of a finding `key` with minimal plan `moves` (model.move_to_dict shapes):
+    "liveness:stuck | hold_response admission (subject), hold eviction (other)". The subject's role is the
+    key's second part; every other role is "other"."""
+    parts = key.split(":")
+    check, subject = parts[0], parts[1] if len(parts) > 1 else ""
+    how = parts[2] if len(parts) > 2 else ""
+    shape = []
+    for m in moves:
+        t = m.get("target") or {}
+        rel = "subject" if t.get("role") == subject else "other"
+        kind = str(m.get("kind"))
+        shape.append(f"{kind} {t.get('cls')} ({rel})")
+    return f"{check}{':' + how if how else ''} | {', '.join(sorted(shape)) or 'no fault'}"
+
+
+def clusters(findings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Findings grouped by `cluster_key` of their minimal plan (else the first plan): [{"cause", "keys",
+    "first"}], in order of first discovery."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in sorted(findings, key=lambda x: float(x.get("first_minutes") or 0.0)):
+        cause = cluster_key(str(f["key"]), f.get("minimal") or f.get("moves") or [])
+        c = out.setdefault(cause, {"cause": cause, "keys": [], "first": f["key"]})
+        c["keys"].append(f["key"])
+    return list(out.values())
+
+
+def outcome(result: dict[str, Any] | None) -> tuple[str, str]:
+    """("violation" | "discarded" | "passed" | "error", reason) of a run's explore.json (None: no result)."""
+    if result is None:
+        return "error", "no result (the run did not reach its end: see the batch's pytest.log)"
+    if result.get("verdict") == "reproduced":
+        return "violation", ", ".join(violation_keys(result.get("findings") or []))
+    if result.get("verdict") == "passed":
+        return "passed", ""
+    failed = [f for f in result.get("findings") or [] if f.get("assumption") and f.get("result") in ("violated", "inconclusive")]
+    if failed:
+        return "discarded", "; ".join(f"{f['check']}: {f.get('evidence') or f.get('summary')}" for f in failed)[:300]
+    return "error", str(result.get("reason") or "")[:300]

@@ -1,0 +1,54 @@
+"""Which invariants judge a perturbed run: explore's oracles, chosen from the reference run (issue 25).
+
+Every run is judged by the case's own checkers plus plugin.EXPLORE_CHECKERS (plan_happened,
+watch_caught_up, liveness, quota, log_flood). On top of them `choose` adds the checkers that the
+reference run makes meaningful, so a bug class other than kueue#11480's is seen when it happens:
+
+| oracle | added when the reference run | bug class (upstream) |
+|---|---|---|
+| `bounded_evictions` | has an eviction write | preemption thrashing, repeated evictions (kueue#13662, kueue#9428) |
+| `deletion_completes` | deleted an object of the case | a finalizer never removed, a deletion that wedges (kueue#1789, kueue#12820) |
+| `pending_fits_admitted` | had a Workload written pending (it waited for quota) | a pending Workload that fits but is never admitted (kueue#9889, kueue#10181) |
+
+`write_count` (several eviction requests for one victim, kueue#9428) is not chosen by default: a perturbation
+can make Kueue evict a victim again legitimately (a stale admission overwrote its eviction, and a fixed
+Kueue evicts it anew), and the checker counts writes per object, not per preemption; give it with
+`--oracle 'write_count={"write": "eviction", "max": 1, "answered": "ok"}'` where the case allows it.
+
+`not_judged` names the progress invariants a move makes meaningless: a write the proxy fails every time
+(`fail`, `times: null`) blocks what depends on it whatever Kueue does, so liveness-like checkers are not
+applied to such a run (the safety invariants still are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from harness.explore.model import Move
+from harness.explore.trace import Trace
+
+#: Progress invariants: a write failed every time makes them unjudgeable (module docstring).
+PROGRESS = ("liveness", "pending_fits_admitted", "deletion_completes")
+
+
+def choose(trace: Trace, reference: Mapping[str, Any], registered: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """{checker name: parameters} to add to every run of the case whose reference trace is `trace` and whose
+    reference explore.json is `reference`; only checkers in `registered` (harness.checkers.REGISTRY)."""
+    have = set(registered)
+    kinds = {w.target.cls for w in trace.writes}
+    out: dict[str, dict[str, Any]] = {}
+    if "eviction" in kinds:
+        out["bounded_evictions"] = {}
+    if reference.get("deleting"):
+        out["deletion_completes"] = {}
+    if "pending" in kinds:
+        out["pending_fits_admitted"] = {}
+    return {k: v for k, v in out.items() if k in have}
+
+
+def not_judged(moves: Iterable[Move]) -> list[str]:
+    """The checkers (PROGRESS) a plan of `moves` makes unjudgeable: any write failed every time."""
+    if any(m.kind == "fail" and m.times is None for m in moves):
+        return list(PROGRESS)
+    return []

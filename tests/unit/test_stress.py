@@ -1,0 +1,42 @@
+"""bench/stress.py's pure parts: case names, what counts as a wrong verdict, the tally and the table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import stress  # noqa: E402
+
+
+def test_case_name_drops_the_file_and_repetition() -> None:
+    assert stress.case_name("cases/kueue_13662/test_preemption_thrashing.py::test_preemption_thrashing[r3]") == \
+        "test_preemption_thrashing"
+    assert stress.case_name("x.py::t_control") == "t_control"
+
+
+def test_classify_names_each_kind_of_wrong() -> None:
+    assert stress.classify("reproduced", "reproduced") is None
+    assert stress.classify("passed", "") is None  # a control: expected passed
+    assert stress.classify("reproduced", "passed") == "false reproduction"
+    assert stress.classify("passed", "reproduced") == "false pass"
+    assert stress.classify("error", "passed") == "error"
+    assert stress.classify("inconclusive", "reproduced") == "other"
+
+
+def test_tally_and_table() -> None:
+    runs = [
+        {"cases": [{"case": "a.py::t", "verdict": "reproduced", "expected": "reproduced", "seconds": 3.0},
+                   {"case": "a.py::t_control", "verdict": "passed", "expected": "passed", "seconds": 1.0}]},
+        {"cases": [{"case": "a.py::t", "verdict": "passed", "expected": "reproduced", "seconds": 9.5}]},
+    ]
+    t = stress.tally(runs)
+    assert t["wrong_verdicts"] == 1 and t["by_kind"] == {"false pass": 1}
+    assert t["cases"]["t"] == {"expected": ["reproduced"], "actual": {"reproduced": 1, "passed": 1}, "wrong": 1,
+                               "seconds_max": 9.5}
+    assert t["missing"] == {"t_control": 1}  # absent from run 2: not silently a pass
+    text = stress.table(t, 2)
+    assert "t_control" in text and "passed 1/2, reproduced 1/2" in text
+    assert text.endswith("wrong verdicts: 1 (false pass 1)")
+    assert stress.tally([])["wrong_verdicts"] == 0
