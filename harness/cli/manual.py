@@ -385,7 +385,7 @@ def _cmd_plan_load(args: argparse.Namespace) -> int:
 def _cmd_plan_validate(args: argparse.Namespace) -> int:
     """Check plan files offline (no session): each valid one gets a line on stdout, every problem of the
     invalid ones a `file:line: …` line on stderr. 0 when all are valid, 2 otherwise."""
-    from harness.plan.hints import name_warnings
+    from harness.plan.lint import name_warnings
     from harness.plan.load import PlanError, load_plan
 
     bad = 0

@@ -179,7 +179,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "admission_answered"): ("status", "resource_version"),
     ("harness", "watch_delivered"): ("resource_version",),
     ("harness", "observed"): ("what",),
-    ("harness", "judging"): (),
+    ("harness", "judging"): (),  # harness/scenarios/verdicts.py: the judged window ends here
     ("harness", "verdict"): ("invariant", "held"),
     ("harness", "holds_released_at_end"): ("holds",),
     ("harness", "case_finished"): (),

@@ -85,7 +85,7 @@ def test_a_literal_workload_name_that_can_never_match_is_warned_about_offline(tm
     """Issue 24 item 8: `name: job1` for the Workload of Job job1 (job-job1-<hash>) is valid but matches
     nothing; `plan validate` says so (exit 0: a warning), with the fix; a glob, a non-Workload rule and a
     Workload the plan itself creates under that name are not warned about."""
-    from harness.plan.hints import name_warnings
+    from harness.plan.lint import name_warnings
     from harness.plan.load import load_plan, shipped_plans
 
     plan = tmp_path / "job1.yaml"

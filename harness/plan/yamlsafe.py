@@ -1,5 +1,8 @@
-"""What a plan's YAML may hold, checked on YAML's event stream before any node is built (harness/plan/load.py
-parse_plan calls `guard` first): no anchors or aliases, no tags outside the core schema, bounded nesting.
+"""The YAML a plan may be: refused from the event stream before anything is built (issue 24 item 5).
+
+`guard` reads only YAML's events (no node built, no recursion), so a hostile or broken plan — a
+`!!python/object` tag, anchors and aliases, a 3,000-deep list — is a `file:line:` error in bounded time,
+linear in the text; harness/plan/load.py turns `Refused` into a PlanError.
 """
 
 from __future__ import annotations
@@ -7,8 +10,8 @@ from __future__ import annotations
 import yaml
 
 
-class GuardError(ValueError):
-    """A plan's YAML holds what a plan never needs; `str()` is one "file:line: …" line."""
+class Refused(ValueError):
+    """A plan's YAML that is refused: the message is "file:line: what and what to do"."""
 
 
 #: LibYAML's safe loader where PyYAML was built with it (about 10x faster on a large plan), else PyYAML's own;
@@ -21,7 +24,7 @@ MAX_DEPTH = 40
 #: others). `!!python/object…` and every custom tag are refused before anything is constructed.
 TOO_DEEP = (f"nested more than {MAX_DEPTH} levels deep; a plan needs a few (its rules, their match and triggers, "
              "a step's object): flatten it")
-_PLAIN_TAGS = {None, "!", *(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))}
+PLAIN_TAGS = {None, "!", *(f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "seq", "map"))}
 
 
 def guard(text: str, source: str) -> None:
@@ -29,22 +32,22 @@ def guard(text: str, source: str) -> None:
     what would make the loader slow or unsafe: anchors and aliases (exponential expansion, "billion
     laughs"), tags outside the core schema (`!!python/object/apply:…` would run code under an unsafe
     loader; here it is refused with its line), and nesting deeper than MAX_DEPTH (a 3,000-deep list would
-    exhaust Python's stack in the composer). Raises GuardError "file:line: …"; yaml.MarkedYAMLError for
+    exhaust Python's stack in the composer). Raises Refused "file:line: …"; yaml.MarkedYAMLError for
     text that is not YAML (the caller turns it into file:line)."""
     depth = 0
     for ev in yaml.parse(text, Loader=LOADER):
         line = ev.start_mark.line + 1
         if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None):
-            raise GuardError(f"{source}:{line}: YAML anchors and aliases are not allowed in a plan; write each "
-                             "value out")
+            raise Refused(f"{source}:{line}: YAML anchors and aliases are not allowed in a plan; write each "
+                            "value out")
         tag = getattr(ev, "tag", None)
-        if tag not in _PLAIN_TAGS:
+        if tag not in PLAIN_TAGS:
             shown = tag.replace("tag:yaml.org,2002:", "!!") if isinstance(tag, str) else tag
-            raise GuardError(f"{source}:{line}: YAML tag {shown} is not allowed in a plan: plans are plain YAML "
-                             "(strings, numbers, booleans, lists, mappings); remove the tag")
+            raise Refused(f"{source}:{line}: YAML tag {shown} is not allowed in a plan: plans are plain YAML "
+                            "(strings, numbers, booleans, lists, mappings); remove the tag")
         if isinstance(ev, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise GuardError(f"{source}:{line}: {TOO_DEEP}")
+                raise Refused(f"{source}:{line}: {TOO_DEEP}")
         elif isinstance(ev, yaml.CollectionEndEvent):
             depth -= 1

@@ -1,6 +1,5 @@
-"""Offline hints about a valid plan (`kueue-harness plan validate`): rules that can never match what Kueue
-writes, told before a session runs them (the session tells the same at run time: harness/proxy/notices.py).
-"""
+"""Offline warnings for a valid plan: rules that can never match what Kueue writes (`plan validate`,
+`up --plan`)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ def name_warnings(plan: Plan) -> list[str]:
     """Offline warnings for a valid plan: "file:line: WARNING: …" for each rule that matches Workload
     writes (a `write` class, `kind: Workload` or `resource: workloads`) by a literal `match.name` with no
     glob, while no step of the plan creates a Workload of that name. Kueue names the Workload of a Job
-    `job1` `job-job1-<5 hex>` (Kueue pkg/controller/jobframework/workload_names.go GetWorkloadNameForOwnerWithGVK: <kind>-<name>-<hash>), so
+    `job1` `job-job1-<5 hex>` (jobframework.GetWorkloadNameForOwnerWithGVK: <kind>-<name>-<hash>), so
     `name: job1` can never match it; the session says the same at run time once such a write came by
     (harness/proxy/addons/state.py near_miss_hint). [] when there is nothing to warn about."""
     from harness.kueue.api import WRITE_CLASSES
