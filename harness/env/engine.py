@@ -250,6 +250,8 @@ class Engine:
     start_time: int | None = None
     shim: Path | None = None
     seconds: float = 0.0
+    #: The default bridge (docker0) was made by the daemon started here: deleted again on stop().
+    made_bridge: bool = False
     say: Say = field(default=_say, repr=False)
 
     @property
@@ -276,6 +278,11 @@ class Engine:
                 pass
         for f in ("docker.sock", "dockerd.pid"):
             (RUN_DIR / f).unlink(missing_ok=True)
+        if self.made_bridge and Path("/sys/class/net/docker0").exists():
+            # dockerd leaves its default bridge behind; this run made it, so it goes too.
+            p = subprocess.run(["ip", "link", "delete", "docker0"], capture_output=True, text=True, timeout=30)
+            if p.returncode != 0:
+                self.say(f"could not delete the docker0 bridge dockerd made: {p.stderr.strip()}")
         if os.environ.get("DOCKER_HOST") == self.host:
             del os.environ["DOCKER_HOST"]
         self.say(f"stopped dockerd (pid {pid})")
@@ -322,11 +329,13 @@ def start_daemon(say: Say = _say, keep: bool = False) -> Engine:
         argv += ["--add-runtime", f"{RUNTIME_NAME}={shim}", "--default-runtime", RUNTIME_NAME]
         say("this machine's capability bounding set lacks CAP_SYS_RESOURCE (a sandbox): privileged containers "
             f"run through {shim.name}, which drops that capability from their spec (harness/env/engine.py)")
+    had_bridge = Path("/sys/class/net/docker0").exists()
     log_path = cache_root() / "logs" / "dockerd.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=None if keep else _die_with_parent)
-    eng = Engine(host, pid=proc.pid, start_time=proc_start_time(proc.pid), shim=shim, say=say)
+    eng = Engine(host, pid=proc.pid, start_time=proc_start_time(proc.pid), shim=shim, say=say,
+                 made_bridge=not had_bridge)
     try:
         wait_for(lambda: proc.poll() is not None or _answers(host, 5), timeout=60, interval=0.5,
                  what="dockerd to answer `docker info`")
@@ -353,7 +362,7 @@ def find_own() -> Engine | None:
         return None
     if not is_alive(pid, None):
         return None
-    return Engine(own_host(), pid=pid, start_time=proc_start_time(pid))
+    return Engine(own_host(), pid=pid, start_time=proc_start_time(pid), made_bridge=True)
 
 
 def leftovers(cluster: str, since: float | None = None) -> list[str]:
