@@ -117,7 +117,7 @@ def test_dockerd_iptables_are_removed_and_others_kept(monkeypatch):
 
     monkeypatch.setattr(engine.subprocess, "run", run)
     assert engine.remove_docker_iptables("ACCEPT", lambda line: None) == 7  # 4 rules deleted, 3 chains
-    deleted = [c[4:] for c in calls if c[3] == "-D"]
+    deleted = [c[4:] for c in calls if len(c) > 3 and c[3] == "-D"]
     assert ["PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"] in deleted
     assert ["POSTROUTING", "-s", "172.17.0.0/16", "!", "-o", "docker0", "-j", "MASQUERADE"] in deleted
     assert not any("10.9.0.0/16" in c for c in calls)
