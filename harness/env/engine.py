@@ -250,6 +250,10 @@ class Engine:
     start_time: int | None = None
     shim: Path | None = None
     seconds: float = 0.0
+    #: The default bridge (docker0) was made by the daemon started here: deleted again on stop().
+    made_bridge: bool = False
+    #: iptables' FORWARD policy before dockerd started (dockerd sets DROP); restored with made_bridge.
+    forward_policy: str | None = "ACCEPT"
     say: Say = field(default=_say, repr=False)
 
     @property
@@ -276,9 +280,56 @@ class Engine:
                 pass
         for f in ("docker.sock", "dockerd.pid"):
             (RUN_DIR / f).unlink(missing_ok=True)
+        if self.made_bridge and Path("/sys/class/net/docker0").exists():
+            # dockerd leaves its default bridge behind; this run made it, so it goes too.
+            p = subprocess.run(["ip", "link", "delete", "docker0"], capture_output=True, text=True, timeout=30)
+            if p.returncode != 0:
+                self.say(f"could not delete the docker0 bridge dockerd made: {p.stderr.strip()}")
+        if self.made_bridge:
+            remove_docker_iptables(self.forward_policy, self.say)
         if os.environ.get("DOCKER_HOST") == self.host:
             del os.environ["DOCKER_HOST"]
         self.say(f"stopped dockerd (pid {pid})")
+
+
+def iptables_policy(chain: str = "FORWARD") -> str | None:
+    """The filter table's policy of `chain` ("ACCEPT", "DROP"), None without iptables."""
+    try:
+        p = subprocess.run(["iptables", "-S", chain], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = p.stdout.splitlines()[0].split() if p.returncode == 0 and p.stdout else []
+    return first[2] if len(first) == 3 and first[0] == "-P" else None
+
+
+def remove_docker_iptables(forward_policy: str | None, say: Say = _say) -> int:
+    """Undo what dockerd wrote into iptables (its DOCKER* chains and the rules that jump to them or name
+    docker0, in the nat and filter tables) and put the FORWARD policy back to `forward_policy` (dockerd
+    sets DROP). Only for a daemon this run started on a host that had none (Engine.made_bridge). Returns
+    how many rules and chains were removed."""
+    removed = 0
+    for table in ("nat", "filter"):
+        try:
+            rules = subprocess.run(["iptables", "-t", table, "-S"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return removed
+        chains = [line.split()[1] for line in rules.splitlines() if line.startswith("-N DOCKER")]
+        for line in rules.splitlines():
+            words = line.split()
+            if words[:1] == ["-A"] and not words[1].startswith("DOCKER") and ("docker0" in words or any(
+                    w.startswith("DOCKER") for w in words[2:])):
+                subprocess.run(["iptables", "-t", table, "-D", *words[1:]], capture_output=True, timeout=30)
+                removed += 1
+        for c in chains:
+            subprocess.run(["iptables", "-t", table, "-F", c], capture_output=True, timeout=30)
+        for c in chains:
+            subprocess.run(["iptables", "-t", table, "-X", c], capture_output=True, timeout=30)
+            removed += 1
+    if forward_policy and iptables_policy() != forward_policy:
+        subprocess.run(["iptables", "-P", "FORWARD", forward_policy], capture_output=True, timeout=30)
+    if removed:
+        say(f"removed dockerd's {removed} iptables rules and chains (FORWARD policy back to {forward_policy})")
+    return removed
 
 
 def own_host() -> str:
@@ -322,11 +373,14 @@ def start_daemon(say: Say = _say, keep: bool = False) -> Engine:
         argv += ["--add-runtime", f"{RUNTIME_NAME}={shim}", "--default-runtime", RUNTIME_NAME]
         say("this machine's capability bounding set lacks CAP_SYS_RESOURCE (a sandbox): privileged containers "
             f"run through {shim.name}, which drops that capability from their spec (harness/env/engine.py)")
+    had_bridge = Path("/sys/class/net/docker0").exists()
+    forward_policy = iptables_policy()
     log_path = cache_root() / "logs" / "dockerd.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, preexec_fn=None if keep else _die_with_parent)
-    eng = Engine(host, pid=proc.pid, start_time=proc_start_time(proc.pid), shim=shim, say=say)
+    eng = Engine(host, pid=proc.pid, start_time=proc_start_time(proc.pid), shim=shim, say=say,
+                 made_bridge=not had_bridge, forward_policy=forward_policy)
     try:
         wait_for(lambda: proc.poll() is not None or _answers(host, 5), timeout=60, interval=0.5,
                  what="dockerd to answer `docker info`")
@@ -353,7 +407,7 @@ def find_own() -> Engine | None:
         return None
     if not is_alive(pid, None):
         return None
-    return Engine(own_host(), pid=pid, start_time=proc_start_time(pid))
+    return Engine(own_host(), pid=pid, start_time=proc_start_time(pid), made_bridge=True)
 
 
 def leftovers(cluster: str, since: float | None = None) -> list[str]:

@@ -93,3 +93,35 @@ def test_install_without_root_says_what_to_do(monkeypatch):
     monkeypatch.setattr(engine.os, "geteuid", lambda: 1000)
     with pytest.raises(engine.HarnessError, match="not root.*install docker.io iptables"):
         engine.install_packages(engine.PACKAGES, lambda line: None, "Docker (dockerd)")
+
+
+def test_dockerd_iptables_are_removed_and_others_kept(monkeypatch):
+    """What dockerd 20.10 wrote here (iptables -S, measured), beside a rule of someone else's: the DOCKER*
+    chains and the rules that jump to them or name docker0 go, the other rule stays, FORWARD back to ACCEPT."""
+    from types import SimpleNamespace
+
+    tables = {"nat": "-P PREROUTING ACCEPT\n-N DOCKER\n-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER\n"
+                     "-A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE\n-A DOCKER -i docker0 -j RETURN\n"
+                     "-A POSTROUTING -s 10.9.0.0/16 -j MASQUERADE\n",
+              "filter": "-P FORWARD DROP\n-N DOCKER\n-N DOCKER-USER\n-A FORWARD -j DOCKER-USER\n"
+                        "-A FORWARD -o docker0 -j DOCKER\n-A DOCKER-USER -j RETURN\n"}
+    calls: list[list[str]] = []
+
+    def run(argv, **kw):
+        calls.append(argv)
+        if argv[1:2] == ["-t"] and argv[3] == "-S":
+            return SimpleNamespace(stdout=tables[argv[2]], returncode=0)
+        if argv[1:] == ["-S", "FORWARD"]:
+            return SimpleNamespace(stdout="-P FORWARD DROP\n", returncode=0)
+        return SimpleNamespace(stdout="", returncode=0)
+
+    monkeypatch.setattr(engine.subprocess, "run", run)
+    assert engine.remove_docker_iptables("ACCEPT", lambda line: None) == 7  # 4 rules deleted, 3 chains
+    deleted = [c[4:] for c in calls if len(c) > 3 and c[3] == "-D"]
+    assert ["PREROUTING", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER"] in deleted
+    assert ["POSTROUTING", "-s", "172.17.0.0/16", "!", "-o", "docker0", "-j", "MASQUERADE"] in deleted
+    assert not any("10.9.0.0/16" in c for c in calls)
+    assert [c for c in calls if "-X" in c] == [["iptables", "-t", "nat", "-X", "DOCKER"],
+                                               ["iptables", "-t", "filter", "-X", "DOCKER"],
+                                               ["iptables", "-t", "filter", "-X", "DOCKER-USER"]]
+    assert ["iptables", "-P", "FORWARD", "ACCEPT"] in calls
