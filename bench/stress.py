@@ -120,6 +120,7 @@ def table(t: dict[str, Any], runs: int) -> str:
 # ---- the load ----------------------------------------------------------------------------------------------
 
 def _spin() -> None:  # pragma: no cover - runs in the burner processes
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: terminate() just ends it
     while True:
         pass
 
