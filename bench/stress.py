@@ -91,6 +91,19 @@ def tally(runs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return {"wrong_verdicts": sum(by_kind.values()), "by_kind": dict(by_kind), "cases": cases, "missing": missing}
 
 
+def cases_from_bundles(art: Path) -> list[dict[str, Any]]:
+    """The verdicts of a run stopped before its summary.json: each case bundle's bundle.json under
+    `art` ({"case", "verdict", "expected", "seconds", "detail"}), in file name order."""
+    out = []
+    for p in sorted(art.rglob("cases/*/bundle.json")):
+        try:
+            b = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        out.append({k: b.get(k) for k in ("case", "verdict", "expected", "seconds", "detail")})
+    return out
+
+
 def table(t: dict[str, Any], runs: int) -> str:
     """The printed table: case, expected, actual counts, wrong count."""
     rows = [("case", "expected", "actual", "wrong")]
@@ -107,6 +120,7 @@ def table(t: dict[str, Any], runs: int) -> str:
 # ---- the load ----------------------------------------------------------------------------------------------
 
 def _spin() -> None:  # pragma: no cover - runs in the burner processes
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler: terminate() just ends it
     while True:
         pass
 
@@ -178,10 +192,27 @@ def run_main_job(art: Path, kueue_version: str, k: str | None, timeout: float) -
     samples = sampler.stop()
     summaries = sorted(art.rglob("summary.json"), key=lambda p: p.stat().st_mtime)
     cases = json.loads(summaries[-1].read_text()).get("cases", []) if summaries else []
-    return {"exit": code, "seconds": seconds, "artifacts": str(art),
+    if not summaries:  # stopped before its end (--run-timeout): the cases judged so far, from their bundles
+        cases = cases_from_bundles(art)
+    return {"exit": code, "seconds": seconds, "artifacts": str(art), "complete": bool(summaries),
             "load": {"min": min(samples, default=None), "max": max(samples, default=None), "samples": samples},
             "cases": [{k2: c.get(k2) for k2 in ("case", "verdict", "expected", "seconds", "detail")} for c in cases],
             **({"output_tail": tail} if code != 0 else {})}
+
+
+def retally(path: Path) -> dict[str, Any]:
+    """Re-count a results file: runs stopped before their summary.json take their verdicts from the case
+    bundles they left (cases_from_bundles); writes the file back (`retallied`: true) and returns it."""
+    data = json.loads(path.read_text())
+    for r in data.get("run_details") or []:
+        if not r.get("cases") or r.get("complete") is False:
+            r["cases"] = cases_from_bundles(Path(r["artifacts"]))
+            r["complete"] = False
+    t = tally(data.get("run_details") or [])
+    data.update(wrong_verdicts=t["wrong_verdicts"], by_kind=t["by_kind"], cases=t["cases"], missing=t["missing"],
+                retallied=True)
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,7 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-load", type=float, default=8.0,
                     help="wait (at most 120 s) until the 1-minute load average reaches this before the first run (default 8)")
     ap.add_argument("--tag", default="", help="added to the results file name")
+    ap.add_argument("--retally", metavar="FILE", help="re-count an existing results file (runs stopped early: "
+                                                      "from their case bundles) and print its table; runs nothing")
     args = ap.parse_args(argv)
+    if args.retally:
+        data = retally(Path(args.retally))
+        print(table({k: data[k] for k in ("wrong_verdicts", "by_kind", "cases")}, data["runs"]))
+        return 0 if data["wrong_verdicts"] == 0 else 1
     if args.runs < 1 or args.burners < 0:
         ap.error("--runs must be >= 1 and --burners >= 0")
     stamp = time.strftime("%H%M%S")

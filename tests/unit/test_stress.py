@@ -40,3 +40,16 @@ def test_tally_and_table() -> None:
     assert "t_control" in text and "passed 1/2, reproduced 1/2" in text
     assert text.endswith("wrong verdicts: 1 (false pass 1)")
     assert stress.tally([])["wrong_verdicts"] == 0
+
+
+def test_cases_from_bundles_of_a_run_stopped_early(tmp_path) -> None:
+    import json
+
+    d = tmp_path / "run-1" / "cases" / "test-x"
+    d.mkdir(parents=True)
+    (d / "bundle.json").write_text(json.dumps({"case": "c.py::test_x", "verdict": "reproduced",
+                                               "expected": "reproduced", "seconds": 4.0, "detail": "d", "more": 1}))
+    (tmp_path / "run-1" / "cases" / "broken").mkdir()
+    (tmp_path / "run-1" / "cases" / "broken" / "bundle.json").write_text("{")
+    assert stress.cases_from_bundles(tmp_path / "run-1") == [
+        {"case": "c.py::test_x", "verdict": "reproduced", "expected": "reproduced", "seconds": 4.0, "detail": "d"}]
