@@ -102,11 +102,12 @@ def _expect_on(item: pytest.Item, env: Any) -> None:
 
 def _selection(item: pytest.Item) -> Selection:
     """The case's checkers: `@pytest.mark.checkers("quota", liveness={"jobs": ["job2"]})` plus the default
-    assumptions. Raises pytest.UsageError for an unknown checker name."""
+    assumptions. Every `checkers` mark of the case counts — a module's `pytestmark` and the function's own —
+    the closer one's parameters winning for a checker both name. Raises pytest.UsageError for an unknown
+    checker name."""
     declared: dict[str, Any] = {}
-    m = item.get_closest_marker("checkers")
-    if m is not None:
-        declared.update({name: {} for name in m.args})
+    for m in reversed(list(item.iter_markers("checkers"))):  # farthest (module) first, the function's last
+        declared.update({name: {} for name in m.args if name not in declared})
         declared.update(m.kwargs)
     sel = Selection(selection_with_defaults(declared))
     try:

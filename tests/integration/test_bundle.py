@@ -28,6 +28,7 @@ STEP = 30.0
 _BUNDLE_CASE = "test_bundle_case_with_a_hold"
 
 
+@pytest.mark.checkers("quota")
 def test_bundle_case_with_a_hold(case):
     """Hold job1's admission PATCH, release it, see it answered: Kueue's flows carry its bearer token."""
     q = seed.setup_queues(case)

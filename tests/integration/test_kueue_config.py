@@ -19,6 +19,8 @@ from tests.integration.child import run_child_cases
 CASES = textwrap.dedent('''
     import pytest
     from harness import objects as o, scenarios
+    # A case with no invariant that applied is an error (harness/checkers/base.py compose): quota judges them all.
+    pytestmark = pytest.mark.checkers("quota")
 
     DECLARED = dict(feature_gates={"ShortWorkloadNames": True}, fair_sharing=True)
 

@@ -18,6 +18,8 @@ CASES = textwrap.dedent('''
     import pytest
     from harness import objects as o, scenarios
     from harness.common.waiting import wait_for
+    # A case with no invariant that applied is an error (harness/checkers/base.py compose): quota judges them all.
+    pytestmark = pytest.mark.checkers("quota")
 
     def small(case, q, **kw):
         b = o.workload("small", case.ns).queue(q.local_queue).pod_set("main", 1, cpu="1")

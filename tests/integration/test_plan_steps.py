@@ -28,6 +28,8 @@ from tests.integration.child import run_child_cases
 CASES = textwrap.dedent('''
     import pytest
     from harness.plan.load import parse_plan
+    # A case with no invariant that applied is an error (harness/checkers/base.py compose): quota judges them all.
+    pytestmark = pytest.mark.checkers("quota")
 
     QUEUES = """
       - id: queues

@@ -19,11 +19,14 @@ CASES = textwrap.dedent('''
     from harness import objects as o, scenarios
     from harness.env import pods
     from harness.common.waiting import wait_for
+    # A case with no invariant that applied is an error (harness/checkers/base.py compose): quota judges them all.
+    pytestmark = pytest.mark.checkers("quota")
 
     def recorded_processes(case):
         return [p["name"] for p in json.loads(case.env.procs.file.read_text())["procs"]]
 
     def test_a_case_without_pods_starts_neither_scheduler_nor_kwok(case):
+        scenarios.setup_queues(case)
         assert case.env.pods is None and case.env.pods_info() is None
         assert not {"kube-scheduler", "kwok"} & set(case.env.procs.procs)
         assert not {"kube-scheduler", "kwok"} & set(recorded_processes(case))

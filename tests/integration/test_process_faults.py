@@ -19,6 +19,8 @@ CASES = textwrap.dedent('''
     import pytest
     from harness import objects as o, scenarios
     from harness.plan.load import parse_plan
+    # A case with no invariant that applied is an error (harness/checkers/base.py compose): quota judges them all.
+    pytestmark = pytest.mark.checkers("quota")
 
     PLAN = """
     apiVersion: kueue-harness/v1
@@ -52,6 +54,7 @@ CASES = textwrap.dedent('''
         scenarios.wait_workload(case, wl2, lambda w: o.is_true(w, "QuotaReserved"), 60, "quota after the restart")
 
     def test_a_case_that_ends_while_kueue_restarts_is_judged_after_the_restart(case):
+        scenarios.setup_queues(case)
         # No triggers: the restart fires as the rule loads, and the body returns at once; the nemesis
         # finishes the restart before the plugin judges the case.
         case.proxy.load_plan(parse_plan(PLAN.replace("KILL", "false").split("release:")[0], "now.yaml"))

@@ -24,6 +24,9 @@ CASES = textwrap.dedent('''
     import os, signal, time
     from harness.plan.rules import Match
     from harness.scenarios.case import InvariantViolation
+    import pytest
+    # A case with no invariant that applied is an error (harness/checkers/base.py compose): quota judges them all.
+    pytestmark = pytest.mark.checkers("quota")
 
     def test_a_kueue_crash_is_an_error(case):
         os.killpg(case.env.procs.procs["kueue"][1].pgid, signal.SIGKILL)
@@ -34,8 +37,12 @@ CASES = textwrap.dedent('''
 
     def test_after_a_crash_kueue_runs_again(case):
         assert case.env.kueue_alive()
+        from harness import scenarios as seed
+        seed.setup_queues(case)
 
     def test_a_restart_the_case_asks_for_is_fine(case):
+        from harness import scenarios as seed
+        seed.setup_queues(case)
         case.restart_kueue(kill=True)
         assert case.env.kueue_alive()
 
@@ -125,7 +132,11 @@ def test_parallel_workers_get_separate_environments(tmp_path, kueue_version):
     """`pytest -n 2`: each worker starts its own environment, on its own ports, with its own evidence."""
     two = textwrap.dedent('''
         import json, os
+        import pytest
+        from harness import scenarios as seed
+        pytestmark = pytest.mark.checkers("quota")  # an invariant that applies (no vacuous pass)
         def _note(case):
+            seed.setup_queues(case)
             out = {"worker": os.environ.get("PYTEST_XDIST_WORKER"), "ports": case.env.ports,
                    "state": str(case.env.state), "artifacts": str(case.env.artifacts)}
             (case.dir / "env.json").write_text(json.dumps(out))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import statistics
 
+import pytest
+
 from harness import scenarios
 from harness.kueue import log as kueue_log
 from harness.plan.rules import Rule
@@ -28,6 +30,7 @@ def _kueue_saw(case, name: str) -> float | None:
     return None
 
 
+@pytest.mark.checkers("quota")
 def test_delayed_added_events_reach_kueue_delay_seconds_later(case):
     q = scenarios.preemption_queues(case, cpu="4")
     case.proxy.add_rule(Rule.from_dict({
@@ -56,6 +59,7 @@ def test_delayed_added_events_reach_kueue_delay_seconds_later(case):
           f"held -> Kueue's 'Workload create event' {min(log_lags):.3f}..{max(log_lags):.3f} s")
 
 
+@pytest.mark.checkers("quota")
 def test_events_held_when_the_watch_ends_are_lost_and_the_relist_delivers_the_workload(case):
     q = scenarios.preemption_queues(case)
     case.proxy.add_rule(Rule.from_dict({
