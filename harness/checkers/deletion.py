@@ -42,12 +42,18 @@ class DeletionCompletes:
         history = within_case(history)
         deleting = [e for e in history if e.get("source") == "monitor" and e.get("event") == "object_deleting"
                     and e.get("kind") in self.kinds]
-        if not deleting:
+        # An object with no finalizers goes at once: the monitor sees it gone without ever seeing it deleting.
+        started = {(e.get("kind"), e.get("key")) for e in deleting}
+        at_once = [e for e in history if e.get("source") == "monitor" and e.get("event") == "object_deleted"
+                   and e.get("kind") in self.kinds and (e.get("kind"), e.get("key")) not in started]
+        if not deleting and not at_once:
             return [Finding(self.name, "error", "nothing was deleted",
                             f"No {'/'.join(self.kinds)} of the case started its deletion during the case: "
                             "deletion_completes has no subject (did the deleting step run?).")]
         end, t0 = observed_until(history), case_t0(history)
-        out = []
+        out = [Finding(self.name, "held", f"{e['kind']} {names.text(str(e.get('key')))} deleted",
+                       f"{e['kind']} {names.text(str(e.get('key')))} was gone at t={e['ts'] - t0:.3f}s with no "
+                       "deletion in progress seen before (no finalizer held it).") for e in at_once]
         for d in deleting:
             what = f"{d['kind']} {names.text(str(d.get('key')))}"
             gone = next((e for e in history if e.get("source") == "monitor" and e.get("event") == "object_deleted"

@@ -400,3 +400,13 @@ def test_inactive_never_scheduled_decides_either_way():
     react = ev(3, "monitor", "workload_active_changed", key=KEY, active=True, resource_version="6")
     assert decided(c, start(4) + [deactivated(2), react])  # active again: its inactive spell is judged
     assert not decided(c, start() + [deactivated(2), reserved(2.5)])  # inconclusive within the grace
+
+
+def test_an_object_gone_at_once_is_a_completed_deletion():
+    # No finalizer: the monitor sees the Workload gone without ever seeing it deleting (a case that deletes a
+    # plain Workload); that is a deletion that completed, not "nothing was deleted".
+    gone = ev(6, "monitor", "object_deleted", kind="Workload", key=KEY, finalizers=[])
+    (f,) = judge(DeletionCompletes(), start(30) + [gone])
+    assert f.result == "held" and "no finalizer held it" in f.evidence
+    after = ev(31, "monitor", "object_deleted", kind="Workload", key=KEY, finalizers=[])  # the teardown's deletion, after the verdict: still nothing in the case
+    assert results(judge(DeletionCompletes(), start(30) + [after])) == ["error"]
