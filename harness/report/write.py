@@ -32,7 +32,7 @@ from harness.history.names import Names
 from harness.history.names import kobj_key as _kobj_key
 from harness.kueue import log as kueue_log
 from harness.kueue import versions
-from harness.report import race
+from harness.report import flowfile, race
 from harness.report.bundle import BUNDLE_SCHEMA, load_history, load_objects, recheck, selection_of
 from harness.report.diagram import diagram_lines
 from harness.report.markdown import _FILE_NOTES, render_report
@@ -154,20 +154,16 @@ def cut_flows(src: Path, start: float, end: float, flow_numbers: set[int], menti
     Raises OSError when a file cannot be read or written."""
     from mitmproxy import io as mio
     from mitmproxy.addons.savehar import SaveHar
-    from mitmproxy.exceptions import FlowReadException
 
     fates = race.flow_fates(history)
     picked = []
-    with open(src, "rb") as fh:
-        try:
-            for f in mio.FlowReader(fh).stream():
-                req = getattr(f, "request", None)
-                if req is None or not (start <= (req.timestamp_start or 0) <= end):
-                    continue
-                if f.metadata.get("kh_flow") in flow_numbers or any(x and x in req.path for x in mentions):
-                    picked.append(redactor.flow(f))
-        except FlowReadException:
-            pass  # the session file's last flow may be half written while the proxy runs
+    # Not from the file's start: flows that finished before the case began are skipped (report/flowfile.py).
+    for f in flowfile.flows_since(src, start):
+        req = getattr(f, "request", None)
+        if req is None or not (start <= (req.timestamp_start or 0) <= end):
+            continue
+        if f.metadata.get("kh_flow") in flow_numbers or any(x and x in req.path for x in mentions):
+            picked.append(redactor.flow(f))
     for f in picked:
         seq = f.metadata.get("kh_flow")
         label = f.metadata.get("kh_label") or f.comment or ""
