@@ -2,9 +2,16 @@
 — more is thrashing, e.g. two ClusterQueues preempting each other's Workloads under fair sharing
 (kubernetes-sigs/kueue#13662). Counted from the invariant monitor's `workload_evicted` facts (each one an
 Evicted condition turning True: admission resets it, pkg/workload/workload.go:849-875), and, for Workloads
-the monitor did not see, from Kueue's watch deliveries through the proxy. With `until_quota` (a Job of the
-case: the preemptor the victims make room for) only evictions before its Workload first holds quota count:
-the contest for that quota is then over, and the checker decides (held) at that moment.
+the monitor did not see, from Kueue's watch deliveries through the proxy; and from Kueue's own writes
+through the proxy: an eviction write (Evicted=True) answered 2xx after the Workload's last admission write
+is one eviction (a repeated eviction write with no admission between — kubernetes-sigs/kueue#9428 — is not
+another). Per Workload the larger count stands: the monitor reads the objects, and on a loaded machine it
+sees a Workload that is evicted and re-admitted within its lag as evicted once, seconds late (2026-12-02,
+load 15-27: 2 evictions of job-a seen before the preemptor's quota where Kueue sent 5), while Kueue's
+writes are stamped when Kueue sent them. With `until_quota` (a Job of the case: the preemptor the victims
+make room for) only evictions before its Workload first holds quota count (the earliest of the monitor's
+fact, a watch delivery and Kueue's answered admission write): the contest for that quota is then over, and
+the checker decides (held) at that moment.
 """
 
 from __future__ import annotations
@@ -41,6 +48,34 @@ def eviction_times(history: History) -> dict[str, list[tuple[float, str]]]:
     return out
 
 
+def _answered_ok(history: History) -> dict[object, float]:
+    """flow -> when kube-apiserver's 2xx answer to it passed the proxy (the write took effect by then; a held
+    request's own `request` event is older than its effect)."""
+    return {e.get("flow"): e["ts"] for e in history if e.get("source") == "proxy" and e.get("event") == "response"
+            and isinstance(e.get("status"), int) and 200 <= e["status"] < 300}
+
+
+def write_eviction_times(history: History) -> dict[str, list[tuple[float, str]]]:
+    """"ns/name" -> [(ts, "eviction write")] from Kueue's Workload status writes through the proxy (`request`
+    events classified by harness/kueue/api.py, answered 2xx; ts: the answer's): an eviction write counts when
+    it is the Workload's first, or the first since an admission write."""
+    ok = _answered_ok(history)
+    out: dict[str, list[tuple[float, str]]] = {}
+    evicted: dict[str, bool] = {}
+    for e in history:
+        w = e.get("write")
+        if e.get("source") != "proxy" or e.get("event") != "request" or not isinstance(w, dict) \
+                or w.get("kind") != "Workload" or e.get("flow") not in ok:
+            continue
+        key = f"{w.get('namespace')}/{w.get('name')}"
+        if w.get("write") == "admission":
+            evicted[key] = False
+        elif w.get("write") == "eviction" and not evicted.get(key, False):
+            out.setdefault(key, []).append((ok[e.get("flow")], "eviction write"))
+            evicted[key] = True
+    return out
+
+
 def quota_since(history: History, job: str, names: Names) -> float | None:
     """When the Workload of the case's Job `job` first held quota (the monitor's `workload_quota_reserved`,
     else Kueue's watch delivering QuotaReserved=True), or None."""
@@ -48,10 +83,15 @@ def quota_since(history: History, job: str, names: Names) -> float | None:
     if wl is None:
         return None
     key = f"{names.ns}/{wl}"
-    return min((e["ts"] for e in history
+    ok = _answered_ok(history)
+    return min((ok[e.get("flow")] if e.get("event") == "request" else e["ts"] for e in history
                 if (e.get("source") == "monitor" and e.get("event") == "workload_quota_reserved" and e.get("key") == key)
                 or (e.get("source") == "proxy" and e.get("event") == "watch_event" and e.get("name") == wl
-                    and e.get("namespace") == names.ns and (e.get("conditions") or {}).get("QuotaReserved") == "True")),
+                    and e.get("namespace") == names.ns and (e.get("conditions") or {}).get("QuotaReserved") == "True")
+                or (e.get("source") == "proxy" and e.get("event") == "request" and e.get("flow") in ok
+                    and isinstance(e.get("write"), dict) and e["write"].get("write") == "admission"
+                    and e["write"].get("kind") == "Workload" and e["write"].get("name") == wl
+                    and e["write"].get("namespace") == names.ns)),
                default=None)
 
 
@@ -88,6 +128,9 @@ class BoundedEvictions:
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
         times = eviction_times(history)
+        for key, writes in write_eviction_times(history).items():
+            if len(writes) > len(times.get(key, [])):
+                times[key] = writes
         until = quota_since(history, self.until_quota, names) if self.until_quota else None
         if until is not None:
             times = {k: kept for k, v in times.items() if (kept := [(t, r) for t, r in v if t < until])}

@@ -171,6 +171,41 @@ def test_until_quota_never_reached_counts_every_eviction():
         BoundedEvictions(until_quota="")
 
 
+def _write(t: float, flow: int, write: str, name: str, status: int = 200, answer_after: float = 0.01) -> list[dict]:
+    w = {"kind": "Workload", "write": write, "namespace": NS, "name": name}
+    return [ev(t, "proxy", "request", flow=flow, method="PATCH", write=w),
+            ev(t + answer_after, "proxy", "response", flow=flow, status=status)]
+
+
+def test_kueue_s_eviction_writes_count_when_the_monitor_lags_behind_them():
+    """The stress run of 2026-12-02 (load 15-27): Kueue sent job-a 5 eviction writes, each after a re-admission,
+    before the preemptor's admission; the monitor reported 3 evictions, the last after the preemptor's quota."""
+    wl_a, wl_p = "job-job-a-a1b2c", "job-preemptor-d3e4f"
+    h = start() + [ev(0.1, "harness", "job_created", job=f"{NS}/job-a"),
+                   ev(0.2, "harness", "job_created", job=f"{NS}/preemptor")]
+    flow = 100
+    for i, t in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):
+        h += _write(t, flow := flow + 1, "eviction", wl_a) + _write(t + 0.5, flow := flow + 1, "admission", wl_a)
+    h += _write(5.2, flow := flow + 1, "eviction", wl_a)  # a repeated eviction write (kueue#9428): not another
+    h += _write(6.0, flow := flow + 1, "admission", wl_p, answer_after=0.2)  # the preemptor's quota, answered 6.2
+    h += _write(7.0, flow := flow + 1, "eviction", wl_a)  # after the preemptor's quota: not counted
+    h += _write(7.5, flow := flow + 1, "eviction", "job-job-b-9z8y7", status=409)  # refused: not an eviction
+    h += [ev(1.5 + 3 * i, "monitor", "workload_evicted", key=f"{NS}/{wl_a}", reason="Preempted", count=i + 1)
+          for i in range(3)]  # 1.5, 4.5, 7.5: lagging
+    h += [ev(8.0, "monitor", "workload_quota_reserved", key=f"{NS}/{wl_p}", cluster_queue="cq1", active=True)]
+    h = sorted(h, key=lambda e: e["ts"])
+    found = BoundedEvictions(until_quota="preemptor").check(h, {}, Names(h))
+    (f,) = [x for x in found if "job-a" in x.summary]
+    assert f.result == "violated" and "5 times" in f.evidence and "eviction write ×5" in f.evidence
+    assert BoundedEvictions(until_quota="preemptor").decided(h, {}, Names(h))
+    early = [e for e in h if e["ts"] < T0 + 6.1]  # the preemptor's admission not answered yet
+    assert not BoundedEvictions(until_quota="preemptor", max=5).decided(early, {}, Names(early))
+    # the monitor's count stands where it is the larger one
+    h2 = sorted(start() + evictions(4) + _write(1.2, 1, "eviction", "small"), key=lambda e: e["ts"])
+    (f,) = judge(BoundedEvictions(max=3), h2)
+    assert f.result == "violated" and "Preempted ×4" in f.evidence
+
+
 # ---- deletion completes -----------------------------------------------------------------------------
 
 def deleting(t: float, kind="ClusterQueue", key="p-cq") -> dict:
