@@ -176,6 +176,29 @@ class FactObserver:
                     raise TimeoutError(f"not seen within {timeout:g} s (last observed: {last})")
                 self._cond.wait(min(left, 0.1))
 
+    def note_deleted(self, ref: str, namespace: str | None, name: str, at: float, step: str) -> int:
+        """A `delete` step (`step`) of a loaded plan deleted object `name` (kind of `ref`, "Kind[.group]/…";
+        `namespace`: None for a cluster-scoped kind), having started at `at` (epoch seconds), and the object
+        was read back absent. Every unseen `{object: Kind/name, deleted: true}` fact about exactly that object
+        (not a glob) that counts from `at` or earlier then holds: the step's DELETE found the object after the
+        fact's plan loaded, and it is gone. Without this, a fact whose first read came after an immediate
+        deletion (a Job without finalizers deleted in the Background) never saw the object exist and waited
+        for ever (kubernetes-sigs/kueue#1789's control). Returns how many facts it made hold."""
+        kind, group, _ = parse_ref(ref)
+        with self._cond:
+            hits = []
+            for f in self._facts.values():
+                if not f.spec.get("deleted") or f.detail is not None or f.error is not None or f.since > at:
+                    continue
+                fkind, fgroup, pattern = parse_ref(str(f.spec.get("object")))
+                if (fkind, fgroup) == (kind, group) and not is_glob(pattern) and pattern == name \
+                        and f.spec.get("namespace") == namespace:
+                    hits.append(f)
+        for f in hits:
+            label = f"{kind} {namespace + '/' if namespace else ''}{name}"
+            self._seen(f, {"observed": f"deleted (by step {step}; absent when read back)", "object": label})
+        return len(hits)
+
     def stop(self) -> None:
         """Stop every object watch (they end within their watch timeout; threads are daemons)."""
         self._stop.set()

@@ -228,11 +228,28 @@ class Nemesis:
         rv = (patched.get("metadata") or {}).get("resourceVersion")
         return self._step_done("patch", t0, objects=[f"{steps.object_label(patched)} rv {rv}"])
 
-    def step_delete(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """Do a `delete` step. Returns {"seconds", "objects": [what was deleted]}."""
-        t0 = time.monotonic()
-        self._rest().delete(spec, self.namespace)
+    def step_delete(self, spec: dict[str, Any], rule_id: str = "delete") -> dict[str, Any]:
+        """Do a `delete` step (rule `rule_id`). Returns {"seconds", "objects": [what was deleted]}."""
+        t0, started = time.monotonic(), time.time()
+        answer = self._rest().delete(spec, self.namespace)
+        self._note_gone(spec, answer, started, rule_id)
         return self._step_done("delete", t0, objects=[str(spec.get("object"))])
+
+    def _note_gone(self, spec: dict[str, Any], answer: dict[str, Any], started: float, rule_id: str) -> None:
+        """After a `delete` step: read the object back; if it is gone already (deleted at once), tell the
+        FactObserver, so a `deleted: true` fact whose first read came too late still holds (facts.py
+        `note_deleted`)."""
+        name = (answer.get("metadata") or {}).get("name") or (answer.get("details") or {}).get("name")
+        if not name:
+            return
+        ref = f"{str(spec.get('object')).rsplit('/', 1)[0]}/{name}"
+        try:
+            items, _ = self._rest().list_objects({**spec, "object": ref}, self.namespace)
+            namespace = self._rest().target({**spec, "object": ref}, self.namespace)[3]
+        except Exception:  # noqa: BLE001 - only a help for facts; their own watch still runs
+            return
+        if not items:
+            self.facts.note_deleted(ref, namespace, name, started, rule_id)
 
     def step_wait(self, fact: dict[str, Any], timeout: float, rule_id: str = "wait",
                   since: str | None = None) -> dict[str, Any]:

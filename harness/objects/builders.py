@@ -36,6 +36,11 @@ class _Builder:
         self._obj["metadata"].setdefault("labels", {})[key] = value
         return self
 
+    def annotation(self, key: str, value: str) -> Self:
+        """Add metadata.annotations entry `key`=`value` (e.g. kueue.x-k8s.io/elastic-job: "true" on a Job)."""
+        self._obj["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
     @property
     def name(self) -> str:
         return self._obj["metadata"]["name"]
@@ -342,6 +347,12 @@ class JobBuilder(_Builder):
     def parallelism(self, n: int) -> "JobBuilder":
         """spec.parallelism and spec.completions `n` (default 1): `n` pods, each with the requests."""
         self._obj["spec"]["parallelism"] = n
+        self._obj["spec"]["completions"] = n
+        return self
+
+    def completions(self, n: int) -> "JobBuilder":
+        """spec.completions `n` alone, after `parallelism`: more completions than Pods at a time, so a later
+        patch of spec.parallelism (mutable; completions is not, for a NonIndexed Job) adds Pods."""
         self._obj["spec"]["completions"] = n
         return self
 

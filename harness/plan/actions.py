@@ -470,7 +470,7 @@ class Delete(_StepAction):
         return "delete " + steps.ref_label(self.spec(rule, "delete") or {})
 
     def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
-        return runner.step_delete(rule.get("delete") or {})
+        return runner.step_delete(rule.get("delete") or {}, str(rule.get("id")))
 
 
 @register

@@ -288,6 +288,26 @@ def test_object_facts_condition_field_and_deletion() -> None:
         obs.stop()
 
 
+def test_an_object_a_delete_step_deleted_at_once_counts_as_deleted_though_never_seen() -> None:
+    # kueue#1789's control: the Job goes in the Background at once, before the fact's first read; the
+    # delete step read it back absent, so the fact holds. A glob, another namespace or a fact counting
+    # from after the deletion do not take it.
+    obs = facts.FactObserver(FakeWatchRest(None, []), None, lambda k, d: None, NS)
+    t = time.time()
+    gone = obs.register({"object": "Job/j1", "namespace": NS, "deleted": True}, t - 1, "b")
+    glob = obs.register({"object": "Job/j*", "namespace": NS, "deleted": True}, t - 1, "b")
+    other = obs.register({"object": "Job/j1", "namespace": "elsewhere", "deleted": True}, t - 1, "b")
+    later = obs.register({"object": "Job/j2", "namespace": NS, "deleted": True}, t + 5, "b")
+    try:
+        assert obs.note_deleted("Job/j1", NS, "j1", t, "delete-j1") == 1
+        assert obs.note_deleted("Job/j2", NS, "j2", t, "delete-j2") == 0
+        assert obs.wait(gone, 1, threading.Event())["observed"] == "deleted (by step delete-j1; absent when read back)"
+        for key in (glob, other, later):
+            assert obs.seen(key) is None
+    finally:
+        obs.stop()
+
+
 def test_an_object_that_never_existed_is_not_deleted() -> None:
     obs = facts.FactObserver(FakeWatchRest(None, []), None, lambda k, d: None, NS)
     gone = obs.register({"object": "Workload/w1", "deleted": True}, time.time(), "b")
