@@ -239,7 +239,7 @@ def test_crd_files_add_the_extra_crds_after_kueues_and_none_without_kueues(tmp_p
 
 def test_provisioning_request_crds_from_the_module_folder(tmp_path: Path, monkeypatch) -> None:
     from harness.build import binaries
-    from harness.common.errors import BuildError
+    from harness.common.errors import BuildError, HarnessError
     from harness.kueue import versions
 
     asked = []
@@ -252,6 +252,12 @@ def test_provisioning_request_crds_from_the_module_folder(tmp_path: Path, monkey
     (tmp_path / "config" / "crd" / "autoscaling.x-k8s.io_provisioningrequests.yaml").write_text("kind: x\n")
     assert [f.name for f in binaries.provisioning_request_crds()] == ["autoscaling.x-k8s.io_provisioningrequests.yaml"]
     assert asked[-1] == (versions.PROVISIONING_REQUEST_MODULE, versions.PROVISIONING_REQUEST_VERSION)
+    def no_go():
+        raise HarnessError("Go is not on PATH: install Go")
+
+    said = []
+    monkeypatch.setattr(binaries, "go_binary", no_go)
+    assert binaries.provisioning_request_crds(said.append) == () and "no ProvisioningRequest CRD" in said[0]
     monkeypatch.setenv("KUEUE_HARNESS_PROVISIONING_REQUEST_CRD", "0")
     assert binaries.provisioning_request_crds() == ()
     monkeypatch.setenv("KUEUE_HARNESS_PROVISIONING_REQUEST_CRD", str(tmp_path / "nothing"))
