@@ -27,7 +27,7 @@ from harness.build.go import (  # noqa: F401 - the build machinery, used through
     progress_line,
 )
 from harness.build.kueue import _kueue_target  # noqa: F401
-from harness.common.errors import HarnessError
+from harness.common.errors import BuildError, HarnessError
 from harness.common.paths import cache_root  # noqa: F401 - where builds and runs live
 from harness.kueue import versions
 
@@ -170,6 +170,38 @@ def kwok(progress: Progress = _default_progress) -> Path:
     return build(_kwok_target(), progress)
 
 
+def provisioning_request_crds(progress: Progress = _default_progress) -> tuple[Path, ...]:
+    """The ProvisioningRequest CRD manifests (config/crd/*.yaml of versions.PROVISIONING_REQUEST_MODULE at
+    PROVISIONING_REQUEST_VERSION, from the Go module proxy, read-only in GOMODCACHE), in a stable order.
+    $KUEUE_HARNESS_PROVISIONING_REQUEST_CRD overrides: "0" (or false/no/off) gives (), a folder its *.yaml, a
+    file itself. Without Go (every binary given by its override) it says so and gives (): Kueue then runs
+    without its ProvisioningRequest controller, and a case that needs one ends in `error`, never `passed`
+    (its ProvisioningRequest never appears). Raises BuildError when the proxy does not serve the module or no
+    CRD is there."""
+    override = os.environ.get("KUEUE_HARNESS_PROVISIONING_REQUEST_CRD", "").strip()
+    if override.lower() in ("0", "false", "no", "off"):
+        return ()
+    if override:
+        p = Path(override)
+        files = (p,) if p.is_file() else tuple(sorted(p.glob("*.yaml")))
+        if not files:
+            raise BuildError(f"KUEUE_HARNESS_PROVISIONING_REQUEST_CRD={override} is neither a file nor a folder "
+                             "with *.yaml: point it at the ProvisioningRequest CRD manifest, or set it to 0")
+        return files
+    try:
+        go = go_binary()
+    except HarnessError as e:
+        progress(f"no ProvisioningRequest CRD ({e.__class__.__name__}: {str(e).split(':')[0]}); set "
+                 "KUEUE_HARNESS_PROVISIONING_REQUEST_CRD to its manifest for cases with ProvisioningRequests")
+        return ()
+    d = _module_dir(go, versions.PROVISIONING_REQUEST_MODULE, versions.PROVISIONING_REQUEST_VERSION)
+    files = tuple(sorted((d / "config" / "crd").glob("*.yaml")))
+    if not files:
+        raise BuildError(f"{d} has no config/crd/*.yaml: not the ProvisioningRequest API module; "
+                                     "set KUEUE_HARNESS_PROVISIONING_REQUEST_CRD=0 to start without it")
+    return files
+
+
 def etcd(progress: Progress = _default_progress) -> Path:
     """etcd: $KUEUE_HARNESS_ETCD, $KUBEBUILDER_ASSETS/etcd, or built from go.etcd.io/etcd/server/v3."""
     if not os.environ.get("KUEUE_HARNESS_ETCD"):
@@ -190,6 +222,8 @@ class Binaries:
     kube_controller_manager: Path
     etcd: Path
     kueue_build: Any = None
+    #: CRDs installed beside Kueue's (the ProvisioningRequest API: provisioning_request_crds()).
+    extra_crds: tuple[Path, ...] = ()
 
 
 def ensure_all(kueue_spec: Any, progress: Progress = _default_progress) -> Binaries:
@@ -210,4 +244,5 @@ def ensure_all(kueue_spec: Any, progress: Progress = _default_progress) -> Binar
         kube_controller_manager=kube_controller_manager(progress),
         etcd=etcd(progress),
         kueue_build=kb,
+        extra_crds=provisioning_request_crds(progress),
     )

@@ -11,7 +11,8 @@ the template itself. Webhook configurations are not in it: their caBundle is per
 Cache layout (root: $KUEUE_HARNESS_CACHE or ~/.cache/kueue-harness):
   etcd-templates/<key>/data           etcd's data directory (stored sparse: the WAL is 64 MB of zeros)
   etcd-templates/<key>/template.json  what the key was made of, the CRDs it holds, when it was made
-Key: sha256 over FORMAT, the CRD files' names and bytes (config/components/crd/bases of the Kueue build),
+Key: sha256 over FORMAT, the CRD files' names and bytes (config/components/crd/bases of the Kueue build and
+the ProvisioningRequest CRD),
 kube-apiserver's and etcd's version and binary (path, size, mtime) and the flags that shape what is
 stored (service CIDR, extra flags). Any change
 gives a new key, so a template is never reused across a change; unused ones are pruned after PRUNE_DAYS.
@@ -56,9 +57,12 @@ def root() -> Path:
     return binaries.cache_root() / "etcd-templates"
 
 
-def crd_files(kueue_source: Path) -> list[Path]:
-    """Kueue's CRD manifests, the ones the environment installs, in a stable order."""
-    return sorted((kueue_source / "config" / "components" / "crd" / "bases").glob("*.yaml"))
+def crd_files(kueue_source: Path, extra: tuple[Path, ...] | list[Path] = ()) -> list[Path]:
+    """The CRD manifests the environment installs, in a stable order: Kueue's (config/components/crd/bases
+    of `kueue_source`), then `extra` (Binaries.extra_crds: the ProvisioningRequest API) — none at all when
+    `kueue_source` holds no Kueue CRD."""
+    kueue = sorted((kueue_source / "config" / "components" / "crd" / "bases").glob("*.yaml"))
+    return [*kueue, *extra] if kueue else []
 
 
 def _binary_identity(path: Path) -> str:

@@ -32,7 +32,7 @@ class KueueProcess:
     manager. Uses the environment's fields (bins, state, ports, procs, proxy, kueue_config, …)."""
 
     def _install_kueue_manifests(self) -> None:
-        """Kueue's CRDs and namespace, then its webhook configurations.
+        """Kueue's CRDs (and the ProvisioningRequest CRD) and namespace, then its webhook configurations.
 
         Without an etcd template: create the CRDs, wait until they are Established, create kueue-system.
         From a template both are in etcd already: wait until this kube-apiserver serves every CRD version
@@ -43,7 +43,8 @@ class KueueProcess:
 
         api = self.api_client()
         if self.template is None:
-            names = [c["name"] for c in cp._create_crds(api, etcd_template.crd_files(self.bins.kueue_source))]
+            files = etcd_template.crd_files(self.bins.kueue_source, self.bins.extra_crds)
+            names = [c["name"] for c in cp._create_crds(api, files)]
             cp._wait_established(api, names)
             client.CoreV1Api(api).create_namespace({"metadata": {"name": cp.KUEUE_NAMESPACE}})
         else:

@@ -328,7 +328,7 @@ class LocalEnvironment(KueueProcess):
         """The etcd template for this Kueue build, made now when there is none (None: templates are off)."""
         if not etcd_template.enabled():
             return None
-        crds = etcd_template.crd_files(self.bins.kueue_source)
+        crds = etcd_template.crd_files(self.bins.kueue_source, self.bins.extra_crds)
         if not crds:  # nothing to install ahead (a stand-in Kueue tree in tests): start as without templates
             return None
         # What shapes the stored data besides the binaries: the service CIDR and any extra flags.

@@ -26,6 +26,12 @@ ETCD_VERSION = "v3.6.5"
 #: nearest the pinned kube-apiserver: k8s.io/client-go v0.36.1 (v0.7.0: v0.33.0, v0.6.1: v0.30.4), within the
 #: one-minor client skew Kubernetes supports. Its go.mod says `go 1.26.0`.
 KWOK_VERSION = "v0.8.0"
+#: The ProvisioningRequest API (autoscaling.x-k8s.io/v1, cluster-autoscaler's CRD) every local environment
+#: installs beside Kueue's CRDs, so Kueue's ProvisioningRequest admission check controller starts
+#: (cmd/kueue/main.go `provisioning.ServerSupportsProvisioningRequest`): the Go module and the version that
+#: Kueue v0.16.1-v0.19.2's go.mod all name.
+PROVISIONING_REQUEST_MODULE = "k8s.io/autoscaler/cluster-autoscaler/apis"
+PROVISIONING_REQUEST_VERSION = "v0.0.0-20240830133931-adfbe7e45277"
 #: The Go toolchain the builds need (Kueue 0.17's go.mod says `go 1.25.0`).
 MIN_GO = (1, 25)
 

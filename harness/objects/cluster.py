@@ -11,6 +11,8 @@ from harness.objects.builders import KUEUE_API, _Builder
 _PLURAL = {
     "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
     "WorkloadPriorityClass": "workloadpriorityclasses", "Workload": "workloads", "Cohort": "cohorts",
+    "AdmissionCheck": "admissionchecks", "ProvisioningRequestConfig": "provisioningrequestconfigs",
+    "Topology": "topologies",
 }
 
 

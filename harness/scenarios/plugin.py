@@ -342,7 +342,9 @@ def _delete_case_objects(ctx: CaseContext) -> None:
         c.core.delete_namespace(ctx.ns)
         wedged = []
         for kind, plural in (("ClusterQueue", "clusterqueues"), ("ResourceFlavor", "resourceflavors"),
-                             ("WorkloadPriorityClass", "workloadpriorityclasses"), ("Cohort", "cohorts")):
+                             ("WorkloadPriorityClass", "workloadpriorityclasses"), ("Cohort", "cohorts"),
+                             ("AdmissionCheck", "admissionchecks"),  # after the ClusterQueues naming them
+                             ("ProvisioningRequestConfig", "provisioningrequestconfigs"), ("Topology", "topologies")):
             try:
                 objs = [o for o in c.list(kind) if o["metadata"]["name"].startswith(ctx.prefix)]
             except ApiException as e:

@@ -310,7 +310,12 @@ def test_ensure_all_with_overrides(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         paths[var] = _script(tmp_path / "bins" / var.lower())
         monkeypatch.setenv(var, str(paths[var]))
     monkeypatch.setenv("KUEUE_HARNESS_KUEUE_SOURCE", str(tmp_path / "src"))
+    crd = tmp_path / "crd" / "autoscaling.x-k8s.io_provisioningrequests.yaml"
+    crd.parent.mkdir()
+    crd.write_text("kind: CustomResourceDefinition\n")
+    monkeypatch.setenv("KUEUE_HARNESS_PROVISIONING_REQUEST_CRD", str(crd.parent))
     b = binaries.ensure_all("v0.17.1", progress=lambda s: None)
+    assert b.extra_crds == (crd,)
     assert b.kueue == paths["KUEUE_HARNESS_KUEUE_BINARY"]
     assert b.kube_apiserver == paths["KUEUE_HARNESS_KUBE_APISERVER"]
     assert b.kube_controller_manager == paths["KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER"]

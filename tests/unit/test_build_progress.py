@@ -138,6 +138,9 @@ def given_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     src = tmp_path / "kueue-src"
     (src / "config" / "components" / "crd" / "bases").mkdir(parents=True)
     monkeypatch.setenv("KUEUE_HARNESS_KUEUE_SOURCE", str(src))
+    crd = tmp_path / "provisioningrequests.yaml"  # the ProvisioningRequest CRD, given like the binaries
+    crd.write_text("kind: CustomResourceDefinition\n")
+    monkeypatch.setenv("KUEUE_HARNESS_PROVISIONING_REQUEST_CRD", str(crd))
     monkeypatch.setenv("KUEUE_HARNESS_CACHE", str(tmp_path / "cache"))
     for var in ("KUEUE_HARNESS_KUBECTL", "KUBEBUILDER_ASSETS", "KUEUE_HARNESS_KUEUE_REF", "KUEUE_HARNESS_KUEUE_SOURCE_DIR"):
         monkeypatch.delenv(var, raising=False)

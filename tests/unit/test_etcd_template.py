@@ -225,3 +225,41 @@ def test_prune_drops_templates_of_another_format(tmp_path: Path) -> None:
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "format": et.FORMAT - 1}))
     et.store("current", src, [], {}, 1.0)
     assert not (et.root() / "older").exists() and et.find("current") is not None
+
+
+def test_crd_files_add_the_extra_crds_after_kueues_and_none_without_kueues(tmp_path: Path) -> None:
+    extra = (tmp_path / "autoscaling.x-k8s.io_provisioningrequests.yaml",)
+    extra[0].write_text("kind: CustomResourceDefinition\nmetadata: {name: provisioningrequests.autoscaling.x-k8s.io}\n")
+    assert et.crd_files(tmp_path / "empty", extra) == []  # a stand-in Kueue tree: nothing installed ahead
+    i = _inputs(tmp_path)
+    files = et.crd_files(tmp_path / "kueue", extra)
+    assert [f.name for f in files] == ["a.yaml", "b.yaml", extra[0].name]
+    assert et.key(**{**i, "crds": files}) != et.key(**i)  # the ProvisioningRequest CRD is part of the key
+
+
+def test_provisioning_request_crds_from_the_module_folder(tmp_path: Path, monkeypatch) -> None:
+    from harness.build import binaries
+    from harness.common.errors import BuildError, HarnessError
+    from harness.kueue import versions
+
+    asked = []
+    monkeypatch.setattr(binaries, "go_binary", lambda: "go")
+    monkeypatch.setattr(binaries, "_module_dir", lambda go, m, v: asked.append((m, v)) or tmp_path)
+    monkeypatch.delenv("KUEUE_HARNESS_PROVISIONING_REQUEST_CRD", raising=False)
+    with pytest.raises(BuildError, match="no config/crd"):
+        binaries.provisioning_request_crds()
+    (tmp_path / "config" / "crd").mkdir(parents=True)
+    (tmp_path / "config" / "crd" / "autoscaling.x-k8s.io_provisioningrequests.yaml").write_text("kind: x\n")
+    assert [f.name for f in binaries.provisioning_request_crds()] == ["autoscaling.x-k8s.io_provisioningrequests.yaml"]
+    assert asked[-1] == (versions.PROVISIONING_REQUEST_MODULE, versions.PROVISIONING_REQUEST_VERSION)
+    def no_go():
+        raise HarnessError("Go is not on PATH: install Go")
+
+    said = []
+    monkeypatch.setattr(binaries, "go_binary", no_go)
+    assert binaries.provisioning_request_crds(said.append) == () and "no ProvisioningRequest CRD" in said[0]
+    monkeypatch.setenv("KUEUE_HARNESS_PROVISIONING_REQUEST_CRD", "0")
+    assert binaries.provisioning_request_crds() == ()
+    monkeypatch.setenv("KUEUE_HARNESS_PROVISIONING_REQUEST_CRD", str(tmp_path / "nothing"))
+    with pytest.raises(BuildError, match="neither a file nor a folder"):
+        binaries.provisioning_request_crds()

@@ -42,6 +42,8 @@ class Fake:
         self.etcd_pid = tmp / "etcd.pid"
         src = tmp / "kueue-src"
         (src / "config" / "components" / "crd" / "bases").mkdir(parents=True)
+        crd = src / "provisioningrequests.yaml"
+        crd.write_text("kind: CustomResourceDefinition\n")
         self.env = {
             **os.environ,
             "KUEUE_HARNESS_CACHE": str(self.cache),
@@ -51,6 +53,7 @@ class Fake:
             "KUEUE_HARNESS_KUBE_APISERVER": str(_script(bins / "kube-apiserver", "exit 1")),
             "KUEUE_HARNESS_KUBE_CONTROLLER_MANAGER": str(_script(bins / "kcm", "exit 1")),
             "KUEUE_HARNESS_KUEUE_SOURCE": str(src),
+            "KUEUE_HARNESS_PROVISIONING_REQUEST_CRD": str(crd),  # the ProvisioningRequest CRD, given like the binaries
             "KUEUE_HARNESS_KUBECTL": str(_script(bins / "kubectl", "exit 0")),
             "PATH": "/usr/bin:/bin",  # no Go: nothing here may need it
         }
