@@ -113,6 +113,10 @@ def _prctl_pdeathsig(sig: int) -> None:
 
 
 def _supervisor_preexec() -> None:
+    # The stop signals stay blocked (the mask survives exec) until _serve has its handlers: one that came
+    # earlier — `up` killed while the new Python process still imports — would end it without removing the
+    # starting record `up` wrote (seen at load ~12: "the session's supervisor pid … died").
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     _prctl_pdeathsig(signal.SIGTERM)
 
 
@@ -289,6 +293,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     for s in STOP_SIGNALS:
         signal.signal(s, on_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked by _supervisor_preexec: one pending raises here
     if args.owner and os.getppid() != args.owner:
         print("[kueue-harness] `kueue-harness up` exited before the session started; not starting it", flush=True)
         return 1
