@@ -9,6 +9,7 @@ no line of that message at all. Parameters and examples: docs/checkers.md.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -57,7 +58,8 @@ class LogCount:
     searched; anchor it for an exact message) about each object (`field`: the log field naming it, default
     the first of workload, targetWorkload, preemptingWorkload, job), within any `window` seconds (default:
     the whole case), or for the case as a whole (`per: case`). `objects`: roles, names or globs (as
-    write_count); without them every object logged about counts. Violated when a count is over `max`
+    write_count); without them every object logged about counts. `fields` ({"added": False}): only lines whose
+    every named field has that value (JSON values as they are: 0 is not false). Violated when a count is over `max`
     (decided at once) or, at the end, under `min`; inconclusive when a named object never appears or, with
     `min`, when the history holds no line of that message at all (it may not be recorded: docs/checkers.md)."""
 
@@ -66,7 +68,7 @@ class LogCount:
 
     def __init__(self, msg: str, max: int | None = None, min: int | None = None,  # noqa: A002
                  objects: Sequence[str] | str = (), field: str | None = None, window: float | None = None,
-                 per: str = "object") -> None:
+                 per: str = "object", fields: Mapping[str, Any] | None = None) -> None:
         if not isinstance(msg, str) or not msg:
             raise ValueError("log_count: msg must be the message to count (a regular expression)")
         try:
@@ -82,6 +84,10 @@ class LogCount:
             raise ValueError(f"log_count: window must be seconds > 0, got {window!r}")
         if per not in ("object", "case"):
             raise ValueError(f"log_count: per must be object or case, got {per!r}")
+        if fields is not None and (not isinstance(fields, Mapping) or not all(isinstance(k, str) for k in fields)
+                                   or not all(v is None or isinstance(v, (str, int, float, bool)) for v in fields.values())):
+            raise ValueError(f"log_count: fields must map log field names to values ({{\"added\": false}}), got {fields!r}")
+        self.fields = dict(fields or {})
         objects = (objects,) if isinstance(objects, str) else tuple(objects)
         if min and not objects and per != "case":
             raise ValueError("log_count: min per object needs `objects` (which ones must be logged about), or per: case")
@@ -101,8 +107,11 @@ class LogCount:
         for e in history:
             if e.get("source") != "kueue" or e.get("event") != "log" or not self.pattern.search(str(e.get("msg", ""))):
                 continue
+            f = e.get("fields") or {}
+            if any(k not in f or f[k] != v or isinstance(f[k], bool) != isinstance(v, bool) for k, v in self.fields.items()):
+                continue
             total += 1
-            k = line_object(e.get("fields") or {}, self.field)
+            k = line_object(f, self.field)
             if self.per == "case":
                 out.setdefault("case", []).append(e["ts"])
                 continue
@@ -136,7 +145,7 @@ class LogCount:
         history = within_case(history)
         found, total = self.times(history, names)
         t0 = case_t0(history)
-        shown = f"'{self.msg}'"
+        shown = f"'{self.msg}'" + "".join(f" {k}={json.dumps(v)}" for k, v in self.fields.items())
         if not any(found.values()) and not self.objects and self.per == "object":
             return [Finding(self.name, "held", f"no {shown} lines",
                             f"Kueue logged no line matching {shown} about the case's objects (bound {self._bound()}).")]

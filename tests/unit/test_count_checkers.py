@@ -23,8 +23,8 @@ def resp(dt, flow, status=200, name=VICTIM):
     return ev(dt, "proxy", "response", flow=flow, status=status, namespace=NS, name=name, write="eviction")
 
 
-def log(dt, msg, name=VICTIM, field="workload"):
-    return ev(dt, "kueue", "log", msg=msg, fields={field: {"name": name, "namespace": NS}})
+def log(dt, msg, name=VICTIM, field="workload", **more):
+    return ev(dt, "kueue", "log", msg=msg, fields={field: {"name": name, "namespace": NS}, **more})
 
 
 def start(end: float = 30.0) -> list[dict]:
@@ -147,7 +147,21 @@ def test_log_count_min_field_and_what_cannot_be_judged():
     assert results(judge(LogCount(msg="^Preempted$", max=0, objects=["nobody"]), h)) == ["inconclusive"]
 
 
+def test_log_count_fields_pick_the_lines_with_those_values():
+    # kubernetes-sigs/kueue#9591 (cases/kueue_9591): the scheduler's requeue found the Workload already queued.
+    h = start() + [log(1, REQUEUED, added=True), log(1.1, REQUEUED, added=False), log(1.2, REQUEUED, added=True),
+                   log(1.3, REQUEUED, OTHER, added=0)]
+    c = LogCount(msg="^Workload re-queued$", fields={"added": False}, max=0, objects=["victim"])
+    assert results(judge(c, h)) == ["violated"]
+    assert "added=false" in judge(c, h)[0].summary
+    assert results(judge(LogCount(msg=REQUEUED, fields={"added": True}, max=2, objects=["victim"]), h)) == ["held"]
+    # 0 is not false, a missing field is no match.
+    assert results(judge(LogCount(msg=REQUEUED, fields={"added": False}, max=0, objects=["other"]), h)) == ["held"]
+    assert results(judge(LogCount(msg=REQUEUED, fields={"nope": 1}, max=0, objects=["victim"]), h)) == ["held"]
+
+
 @pytest.mark.parametrize("kw, text", [
+    (dict(msg="x", max=1, fields=[1]), "fields must map"), (dict(msg="x", max=1, fields={"a": [1]}), "fields must map"),
     (dict(msg=""), "msg must be"), (dict(msg="(", max=1), "not a regular expression"),
     (dict(msg="x"), "give max"), (dict(msg="x", max=1, window=0), "window must be"),
     (dict(msg="x", min=1), "needs `objects`"), (dict(msg="x", max=1, per="role"), "per must be"),
