@@ -17,6 +17,7 @@ import pytest
 
 from harness.common.procs import is_alive
 from harness.common.waiting import wait_for
+from tests.childproc import default_signals
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +62,8 @@ def _pytest(tmp: Path, test_file: str, *extra: str, **popen) -> subprocess.Popen
     f.write_text(test_file)
     return subprocess.Popen([sys.executable, "-m", "pytest", str(f), "-q", "-p", "no:cacheprovider",
                              f"--rootdir={tmp}", f"--artifacts-dir={tmp / 'art'}", *extra],
-                            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+                            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=default_signals, **popen)
 
 
 def test_verdicts_are_error_when_the_run_itself_went_wrong(tmp_path, kueue_version):

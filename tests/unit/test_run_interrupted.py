@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.childproc import default_signals
 from tests.unit.run_fake_cases import write_cases
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _default_signals() -> None:
-    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
 
 
 def run_fake(tmp: Path, how: str) -> tuple[subprocess.CompletedProcess, Path, Path]:
@@ -29,11 +24,10 @@ def run_fake(tmp: Path, how: str) -> tuple[subprocess.CompletedProcess, Path, Pa
     seen = tmp / "seen.json"
     env = {**os.environ, "FAKE_ART": str(art), "FAKE_SEEN": str(seen), "FAKE_HOW": how,
            "KUEUE_HARNESS_CACHE": str(tmp / "cache")}
-    # The run as a user starts it from a terminal: the signals at their default dispositions even when the tests
-    # themselves run under `nohup` (SIGHUP ignored, which a child inherits and the harness rightly respects).
+    # The run as a user starts it from a terminal (tests/childproc.py).
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "unit" / "run_fake_cases.py"), str(cases), "run",
                         "--artifacts-dir", str(art)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
-                       preexec_fn=_default_signals)
+                       preexec_fn=default_signals)
     return r, art, seen
 
 

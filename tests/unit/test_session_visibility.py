@@ -20,6 +20,7 @@ from harness.common.waiting import wait_for
 from harness.plan.load import parse_plan
 from harness.proxy.addons.state import EndedHold
 from harness.proxy.notices import EventFollower, notice
+from tests.childproc import default_signals
 from tests.unit.addon_flows import ADMISSION, NS, WL1, WL2, status_patch
 from tests.unit.live_proxy import LiveProxy
 
@@ -148,7 +149,7 @@ def test_holds_watch_refreshes_until_ctrl_c(live: LiveProxy, tmp_path: Path) -> 
     env = {**os.environ, "KUEUE_HARNESS_CACHE": str(tmp_path / "cache")}
     env.pop("KUEUE_HARNESS_SESSION", None)
     p = subprocess.Popen([sys.executable, "-m", "harness.cli", "holds", "--watch", "--interval", "0.2"], cwd=ROOT,
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
     try:
         seen: list[str] = []
 
