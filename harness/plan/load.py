@@ -360,6 +360,17 @@ def check_namespace(namespace: str) -> str:
                     "digits and '-', and starts and ends with a letter or digit (e.g. --namespace team-a)")
 
 
+def _cluster_scoped_match(match: dict[str, Any]) -> bool:
+    """Whether a rule's `match` names a cluster-scoped kind or resource (`kind: ClusterQueue`, `resource:
+    clusterqueues`; harness/plan/steps.py KNOWN_KINDS): such writes carry no namespace, so the namespace a
+    plan is loaded for is not added to it (it would never match)."""
+    kind, resource = match.get("kind"), match.get("resource")
+    if isinstance(kind, str) and steps.cluster_scoped(kind):
+        return True
+    return isinstance(resource, str) and any(plural == resource and not namespaced
+                                             for _, plural, namespaced in steps.KNOWN_KINDS.values())
+
+
 def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) -> Plan:
     """Parse and validate plan text. `namespace` (a case's namespace) is set on rules whose match has
     none, so that a plan written for any namespace acts only inside one; it is also the value of
@@ -446,6 +457,8 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         rdata = steps.default_namespace(rdata, namespace or steps.DEFAULT_NAMESPACE)  # its object triggers
         if signal:
             pass  # a process fault matches no request: no namespace to narrow it to
+        elif isinstance(rdata.get("match"), dict) and _cluster_scoped_match(rdata["match"]):
+            pass  # a write to a cluster-scoped object has no namespace to match: the plan narrows it by name
         elif namespace is not None and isinstance(rdata.get("match"), dict) and not rdata["match"].get("namespace"):
             rdata["match"] = {**rdata["match"], "namespace": namespace}
         elif namespace is not None and rdata.get("match") is None:

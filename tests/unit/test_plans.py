@@ -617,6 +617,22 @@ def test_namespace_is_injected_where_missing_and_kept_where_given(tmp_path: Path
     assert {r.match.namespace for r in load_plan(path).rules} == {None, "kube-system"}
 
 
+def test_no_namespace_is_injected_into_a_match_of_a_cluster_scoped_kind(tmp_path: Path) -> None:
+    """A ClusterQueue write has no namespace: a case namespace in its match would make the rule match
+    nothing (kueue_10759's count of ClusterQueue status writes never counted, 2026-12-02)."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(plan_text("""
+        rules:
+          - {id: cq-kind, action: observe, match: {kind: ClusterQueue, name: "${namespace}-cq"}}
+          - {id: cq-resource, action: observe, match: {resource: clusterqueues, subresource: status}}
+          - {id: lq, action: observe, match: {kind: LocalQueue}}
+    """))
+    rules = {r.id: r for r in load_plan(path, namespace="case-ns-1").rules}
+    assert rules["cq-kind"].match.namespace is None and rules["cq-kind"].match.name == "case-ns-1-cq"
+    assert rules["cq-resource"].match.namespace is None
+    assert rules["lq"].match.namespace == "case-ns-1"
+
+
 def test_shipped_plan_with_namespace() -> None:
     plan = load_plan("stuck-preemption", namespace="kh-case-7")
     assert {r.match.namespace for r in plan.rules} == {"kh-case-7"}
