@@ -32,6 +32,7 @@ import ipaddress
 import os
 import secrets
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,11 @@ class InClusterEnvironment(InClusterKueueConfig):
     _log_problems: int = 0
     _stopped: bool = False
     _installed: bool = False
+    #: harness.env.pods.PodsPart once start_pods() ran (kwok on this machine, the cluster's kube-scheduler).
+    pods: Any = None
+    _pods_lock: Any = field(default_factory=threading.Lock)
+    #: The real Nodes keep_pods_on_case_nodes() tainted (untainted again by it, or by stop()).
+    _tainted_nodes: list[str] = field(default_factory=list)
 
     @property
     def kueue_log(self) -> Path:
@@ -308,6 +314,126 @@ class InClusterEnvironment(InClusterKueueConfig):
         self._attach(exclude=old, timeout=180)
         self.starts += 1
 
+    # ---- Pods that run (the pods marker) -------------------------------------------------------
+    #: Pod IPs kwok hands out here: not kind's own podSubnet (10.244.0.0/16, the local target's kwok CIDR).
+    KWOK_CIDR = "10.250.0.0/16"
+
+    def start_pods(self) -> Any:
+        """Pods on the case's Nodes, as on the local target (harness/env/pods.py): kwok runs on this machine
+        against the cluster (the admin kubeconfig, never the proxy) and manages the Nodes annotated
+        kwok.x-k8s.io/node=fake; the cluster's own kube-scheduler binds Pods to them. Started once, kept for
+        the environment's life. Returns a harness.env.pods.PodsPart whose versions are what ran (kwok's
+        `--version`; kube-scheduler's image tag from its Pod in kube-system). Raises BuildError (kwok),
+        EnvironmentNotReady (kwok died or /healthz never answered: with its log tail)."""
+        from harness.build import binaries
+        from harness.env import control_plane as cp
+        from harness.env import pods as pods_part
+
+        with self._pods_lock:
+            if self.pods is not None:
+                return self.pods
+            t = time.monotonic()
+            kwok = binaries.kwok(self.say)
+            source = pods_part.kwok_source()
+            kubeconfig = self._kwok_kubeconfig()
+            (self.state / "kwok-config.yaml").write_text(pods_part.kwok_config())
+            configs = [*pods_part.kwok_stage_files(source), self.state / "kwok-config.yaml"]
+            port = _free_port("127.0.0.1")
+            log = self.artifacts / "kwok.log"
+            workdir = self.state / "kwok"
+            workdir.mkdir(exist_ok=True)
+            # Spawned from a helper thread that lives as long as the process (a child's PR_SET_PDEATHSIG).
+            cp._in_helper(lambda: self.procs.start(
+                "kwok", pods_part.kwok_argv(kwok, kubeconfig, configs, port, cidr=self.KWOK_CIDR), log,
+                env={**os.environ, "KWOK_WORKDIR": str(workdir)})).result()
+
+            def healthy() -> bool:
+                if not self.procs.alive("kwok"):
+                    raise EnvironmentNotReady(f"kwok exited during start-up; last lines of {log}:\n{cp._tail(log)}")
+                return pods_part.http_ok(f"http://127.0.0.1:{port}/healthz")
+
+            try:
+                wait_for(healthy, timeout=60, interval=0.1, what="kwok /healthz", fatal=(EnvironmentNotReady,))
+            except WaitTimeout as e:
+                self.procs.stop("kwok")
+                raise EnvironmentNotReady(f"{e}. Last lines of {log}:\n{cp._tail(log)}") from None
+            except BaseException:
+                self.procs.stop("kwok")
+                raise
+            self.pods = pods_part.PodsPart(Path("(the cluster's own kube-scheduler)"), kwok, {
+                "kube_scheduler": self._scheduler_version(), "kwok": pods_part.reported_version(kwok)},
+                seconds=time.monotonic() - t)
+            self.started["pods_started_seconds"] = self.pods.seconds
+            self.say(f"Pods run: kwok {self.pods.versions['kwok']} on this machine manages the case Nodes of the "
+                     f"cluster; its kube-scheduler ({self.pods.versions['kube_scheduler']}) binds Pods to them "
+                     f"(kwok log: {log})")
+            return self.pods
+
+    def pods_info(self) -> dict[str, Any] | None:
+        """What ran for Pods (summary.json, bundle.json), or None when start_pods() never ran."""
+        return self.pods.info() if self.pods is not None else None
+
+    def _kwok_kubeconfig(self) -> Path:
+        """The admin kubeconfig for kwok, with `context` as its current context (kwok takes no --context);
+        written private to the state folder, which stop() clears."""
+        from harness.common import pki
+
+        doc = yaml.safe_load(self.admin_kubeconfig.read_text())
+        if self.context:
+            doc["current-context"] = self.context
+        path = self.state / "kwok.kubeconfig"
+        pki.write_private(path, yaml.safe_dump(doc).encode())
+        return path
+
+    def _scheduler_version(self) -> str:
+        """The cluster's kube-scheduler as its static Pod's image says ("v1.35.4"), else the cluster's version
+        with "(kube-apiserver's)" (a managed cluster may show no scheduler Pod)."""
+        from kubernetes import client
+
+        try:
+            items = client.CoreV1Api(self.api_client()).list_namespaced_pod(
+                "kube-system", label_selector="component=kube-scheduler").items
+        except Exception as e:  # noqa: BLE001 - a version line, not worth failing the start: said instead
+            self.say(f"could not read the kube-scheduler Pod's image: {type(e).__name__}: {e}")
+            items = []
+        for p in items:
+            for c in p.spec.containers or []:
+                if c.image and ":" in c.image:
+                    return c.image.rsplit(":", 1)[1]
+        return f"{self.kubernetes_version} (kube-apiserver's)"
+
+    def keep_pods_on_case_nodes(self, on: bool) -> list[str]:
+        """While a case with Nodes runs (`on`), taint every real Node of the cluster (those kwok does not
+        manage) with harness.env.pods.CASE_PODS_TAINT (NoSchedule), so the case's Pods go to its kwok Nodes
+        as on the local target, where no other Node exists; running Pods (Kueue's) stay. `on=False` removes
+        the taint again. Returns the Nodes changed. Raises ApiException when a Node cannot be patched."""
+        from kubernetes import client
+
+        from harness.env import pods as pods_part
+        from harness.objects import KWOK_NODE_ANNOTATION
+
+        core = client.CoreV1Api(self.api_client())
+        changed = []
+        names = None if on else set(self._tainted_nodes)
+        for node in core.list_node().items:
+            ann = node.metadata.annotations or {}
+            if ann.get(KWOK_NODE_ANNOTATION[0]) == KWOK_NODE_ANNOTATION[1]:
+                continue
+            if names is not None and node.metadata.name not in names:
+                continue
+            taints = [t.to_dict() for t in node.spec.taints or []]
+            taints = [{k: v for k, v in t.items() if v is not None} for t in taints]
+            new = pods_part.tainted(taints, on)
+            if new is None:
+                continue
+            core.patch_node(node.metadata.name, {"spec": {"taints": new}})
+            changed.append(node.metadata.name)
+        if on:
+            self._tainted_nodes = sorted(set(self._tainted_nodes) | set(changed))
+        else:
+            self._tainted_nodes = []
+        return changed
+
     @staticmethod
     def _restarts(pod: dict[str, Any]) -> int:
         return sum(c.get("restartCount", 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
@@ -392,6 +518,12 @@ class InClusterEnvironment(InClusterKueueConfig):
         except Exception as e:  # noqa: BLE001 - reported at the end (raised), after the rest is undone
             errors.append(f"undoing the routing of {self.routing.namespace}/{self.routing.deployment}: "
                           f"{type(e).__name__}: {e}")
+        if self._tainted_nodes:
+            try:
+                self.keep_pods_on_case_nodes(False)
+            except Exception as e:  # noqa: BLE001 - reported at the end (raised), after the rest is undone
+                errors.append(f"removing the case-Pods taint from Nodes {', '.join(self._tainted_nodes)}: "
+                              f"{type(e).__name__}: {e}")
         self.procs.stop_all()
         if self._api is not None:
             try:

@@ -392,7 +392,7 @@ def start(
             routing.undo()
         say(f"installing Kueue {kueue_version} ({'published manifests ' + manifests if manifests else image})")
         t = time.monotonic()
-        apply_manifests(api, docs, say)
+        apply_manifests(api, [*provisioning_request_crds(say), *docs], say)
         routing.wait_rollout(300, f"Kueue {kueue_version}'s start")
         timings["kueue_install_seconds"] = time.monotonic() - t
         api.close()
@@ -412,6 +412,18 @@ def start(
     env.started["kind_cluster_created"] = float(created)
     env.started["ready_seconds"] = time.monotonic() - t0
     return env
+
+
+def provisioning_request_crds(say: Say = _say) -> list[dict[str, Any]]:
+    """The ProvisioningRequest CRD (autoscaling.x-k8s.io), as the local target installs it
+    (harness/build/binaries.py provisioning_request_crds, with its KUEUE_HARNESS_PROVISIONING_REQUEST_CRD
+    override): Kueue sets up its provisioning admission check controller only when the server serves that
+    API (cmd/kueue/main.go, provisioning.ServerSupportsProvisioningRequest), so without it a case's ProvisioningRequest AdmissionCheck
+    stays inactive ("AdmissionCheckInactive", kueue_9889 on kind, 2026-12-02). Applied before Kueue starts."""
+    from harness.build import binaries
+
+    docs = [d for f in binaries.provisioning_request_crds(say) for d in yaml.safe_load_all(f.read_text()) if d]
+    return [d for d in docs if d.get("kind") == "CustomResourceDefinition"]
 
 
 def _kueue_installed(routing: incluster.KueueRouting) -> bool:

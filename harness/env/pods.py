@@ -117,13 +117,30 @@ def kwok_config() -> str:
     return yaml.safe_dump_all([finish_stage(p) for p in FINISH_PHASES], sort_keys=False)
 
 
-def kwok_argv(kwok: Path, kubeconfig: Path, configs: list[Path], port: int) -> list[str]:
+def kwok_argv(kwok: Path, kubeconfig: Path, configs: list[Path], port: int, cidr: str = POD_CIDR) -> list[str]:
     """kwok managing the Nodes annotated KWOK_NODE_ANNOTATION=fake, /healthz on 127.0.0.1:`port` (plain
-    HTTP), its Stages from `configs` (each a file of Stage documents or a KwokConfiguration)."""
+    HTTP), its Stages from `configs` (each a file of Stage documents or a KwokConfiguration), handing out
+    Pod IPs from `cidr`. kwok (v0.8.0) has no --context: it uses the kubeconfig's current context."""
     key, value = KWOK_NODE_ANNOTATION
     return [str(kwok), f"--kubeconfig={kubeconfig}", f"--manage-nodes-with-annotation-selector={key}={value}",
-            f"--server-address=127.0.0.1:{port}", f"--cidr={POD_CIDR}", "--node-ip=10.240.0.1",
+            f"--server-address=127.0.0.1:{port}", f"--cidr={cidr}", "--node-ip=10.240.0.1",
             *[f"--config={c}" for c in configs]]
+
+
+#: The taint that keeps the Pods of a case with Nodes off a cluster's real Nodes while the case runs
+#: (InClusterEnvironment.keep_pods_on_case_nodes): kwok's Nodes then take them, as on the local target.
+CASE_PODS_TAINT = {"key": "kueue-harness.x-k8s.io/case-pods-on-kwok", "value": "true", "effect": "NoSchedule"}
+
+
+def tainted(taints: list[dict[str, Any]] | None, on: bool) -> list[dict[str, Any]] | None:
+    """A Node's `spec.taints` with CASE_PODS_TAINT added (`on`) or removed; None when nothing changes."""
+    taints = list(taints or [])
+    has = any(t.get("key") == CASE_PODS_TAINT["key"] for t in taints)
+    if on and not has:
+        return [*taints, dict(CASE_PODS_TAINT)]
+    if not on and has:
+        return [t for t in taints if t.get("key") != CASE_PODS_TAINT["key"]]
+    return None
 
 
 def scheduler_argv(scheduler: Path, kubeconfig: Path, port: int, cert: Path, key: Path) -> list[str]:

@@ -76,6 +76,14 @@ ANN_ROUTED_BY = "kueue-harness/routed-by"
 ANN_ORIGINAL_ARGS = "kueue-harness/original-args"
 
 
+#: The Pod template's own `tolerations` and `nodeSelector` before routing (JSON), restored by the undo.
+ANN_ORIGINAL_PLACEMENT = "kueue-harness/original-placement"
+
+
+#: The label kube-scheduler's hostname topology uses; Kueue's routed Pod stays on the Node it ran on.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
 #: On the Pod template: forces a new rollout on every run (like `kubectl rollout restart`).
 ANN_RUN = "kueue-harness/run"
 
@@ -163,44 +171,77 @@ def original_args(deployment: dict[str, Any], container: str = KUEUE_CONTAINER) 
     return list(args) if args is not None else None
 
 
-def render_deployment_patch(original: list[str] | None, run_id: str,
-                            container: str = KUEUE_CONTAINER) -> dict[str, Any]:
-    """Strategic-merge patch that routes Kueue: mount the Secret, pass --kubeconfig and --zap-log-level.
+def original_placement(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The Pod template's `tolerations` and `nodeSelector` before routing: from ANN_ORIGINAL_PLACEMENT when
+    the Deployment is routed already, else as the template has them now (each None when absent)."""
+    ann = (deployment["metadata"].get("annotations") or {}).get(ANN_ORIGINAL_PLACEMENT)
+    if ann is not None:
+        return json.loads(ann)
+    spec = deployment["spec"]["template"]["spec"]
+    return {"tolerations": spec.get("tolerations"), "nodeSelector": spec.get("nodeSelector")}
 
-    Volumes merge by `name` and volumeMounts by `mountPath`, so applying it twice adds nothing twice.
+
+def routed_placement(original: dict[str, Any], node: str | None) -> dict[str, Any]:
+    """Where the routed Kueue Pod may run: its own tolerations plus one of the taint that keeps case Pods off
+    the real Nodes (harness/env/pods.py CASE_PODS_TAINT), and, given the `node` it runs on now, that Node
+    only (kubernetes.io/hostname added to its nodeSelector): a Kueue restarted during a case with kwok Nodes
+    must neither wait for an untainted Node nor land on a kwok Node, where nothing would run it."""
+    from harness.env.pods import CASE_PODS_TAINT
+
+    ours = {"key": CASE_PODS_TAINT["key"], "operator": "Exists", "effect": CASE_PODS_TAINT["effect"]}
+    tolerations = [t for t in original.get("tolerations") or [] if t.get("key") != ours["key"]] + [ours]
+    out: dict[str, Any] = {"tolerations": tolerations}
+    if node:
+        out["nodeSelector"] = {HOSTNAME_LABEL: node}
+    return out
+
+
+def render_deployment_patch(original: list[str] | None, run_id: str,
+                            container: str = KUEUE_CONTAINER,
+                            placement: tuple[dict[str, Any], str | None] | None = None) -> dict[str, Any]:
+    """Strategic-merge patch that routes Kueue: mount the Secret, pass --kubeconfig and --zap-log-level;
+    with `placement` (the template's original placement, the Node Kueue runs on) also `routed_placement`.
+
+    Volumes merge by `name` and volumeMounts by `mountPath`, so applying it twice adds nothing twice;
+    tolerations (no merge key) are replaced by the original ones plus ours.
     """
+    spec: dict[str, Any] = {
+        "containers": [{
+            "name": container,
+            "args": routed_args(original),
+            "volumeMounts": [{"name": VOLUME_NAME, "mountPath": MOUNT_DIR, "readOnly": True}],
+        }],
+        "volumes": [{"name": VOLUME_NAME, "secret": {"secretName": SECRET_NAME, "defaultMode": 0o444}}],
+    }
+    annotations = {ANN_ROUTED_BY: run_id, ANN_ORIGINAL_ARGS: json.dumps(original)}
+    if placement is not None:
+        spec.update(routed_placement(*placement))
+        annotations[ANN_ORIGINAL_PLACEMENT] = json.dumps(placement[0])
     return {
-        "metadata": {"annotations": {ANN_ROUTED_BY: run_id, ANN_ORIGINAL_ARGS: json.dumps(original)}},
-        "spec": {"template": {
-            "metadata": {"annotations": {ANN_RUN: run_id}},
-            "spec": {
-                "containers": [{
-                    "name": container,
-                    "args": routed_args(original),
-                    "volumeMounts": [{"name": VOLUME_NAME, "mountPath": MOUNT_DIR, "readOnly": True}],
-                }],
-                "volumes": [{"name": VOLUME_NAME, "secret": {"secretName": SECRET_NAME, "defaultMode": 0o444}}],
-            },
-        }},
+        "metadata": {"annotations": annotations},
+        "spec": {"template": {"metadata": {"annotations": {ANN_RUN: run_id}}, "spec": spec}},
     }
 
 
-def render_undo_patch(original: list[str] | None, container: str = KUEUE_CONTAINER) -> dict[str, Any]:
+def render_undo_patch(original: list[str] | None, container: str = KUEUE_CONTAINER,
+                      placement: dict[str, Any] | None = None) -> dict[str, Any]:
     """Strategic-merge patch that reverts `render_deployment_patch`: original args back (or none), our
-    volume and mount deleted, our annotations removed."""
+    volume and mount deleted, our annotations removed; with `placement` (original_placement) the original
+    tolerations back (None deletes them) and the hostname key of the nodeSelector as it was."""
+    spec: dict[str, Any] = {
+        "containers": [{
+            "name": container,
+            "args": original,
+            "volumeMounts": [{"$patch": "delete", "mountPath": MOUNT_DIR}],
+        }],
+        "volumes": [{"$patch": "delete", "name": VOLUME_NAME}],
+    }
+    if placement is not None:
+        spec["tolerations"] = placement.get("tolerations")
+        spec["nodeSelector"] = {HOSTNAME_LABEL: (placement.get("nodeSelector") or {}).get(HOSTNAME_LABEL)}
     return {
-        "metadata": {"annotations": {ANN_ROUTED_BY: None, ANN_ORIGINAL_ARGS: None}},
-        "spec": {"template": {
-            "metadata": {"annotations": {ANN_RUN: None}},
-            "spec": {
-                "containers": [{
-                    "name": container,
-                    "args": original,
-                    "volumeMounts": [{"$patch": "delete", "mountPath": MOUNT_DIR}],
-                }],
-                "volumes": [{"$patch": "delete", "name": VOLUME_NAME}],
-            },
-        }},
+        "metadata": {"annotations": {ANN_ROUTED_BY: None, ANN_ORIGINAL_ARGS: None, ANN_ORIGINAL_PLACEMENT: None}},
+        "spec": {"template": {"metadata": {"annotations": {ANN_RUN: None}}, "spec": spec}},
     }
 
 
@@ -373,21 +414,31 @@ class KueueRouting:
             if e.status != 409:
                 raise
             self.core.replace_namespaced_secret(SECRET_NAME, self.namespace, secret)
+        placement = (original_placement(dep), self._running_node())
         patched = self.apps.patch_namespaced_deployment(
-            self.deployment, self.namespace, render_deployment_patch(orig, run_id, self.container),
+            self.deployment, self.namespace, render_deployment_patch(orig, run_id, self.container, placement),
             field_manager=FIELD_MANAGER,
         )
         return self.api.sanitize_for_serialization(patched)
+
+    def _running_node(self) -> str | None:
+        """The Node a running Kueue Pod of the Deployment is on (the newest), None when none runs."""
+        for p in self.pods():
+            if (p.get("status") or {}).get("phase") == "Running" and (p.get("spec") or {}).get("nodeName"):
+                return p["spec"]["nodeName"]
+        return None
 
     def undo(self) -> dict[str, Any] | None:
         """Revert the patch (if the Deployment carries it) and delete the Secret. Returns the Deployment
         after the revert, or None if there was nothing to revert."""
         dep = self.read()
         out = None
-        if ANN_ORIGINAL_ARGS in (dep["metadata"].get("annotations") or {}):
+        anns = dep["metadata"].get("annotations") or {}
+        if ANN_ORIGINAL_ARGS in anns:
+            placement = json.loads(anns[ANN_ORIGINAL_PLACEMENT]) if ANN_ORIGINAL_PLACEMENT in anns else None
             out = self.api.sanitize_for_serialization(self.apps.patch_namespaced_deployment(
                 self.deployment, self.namespace, render_undo_patch(original_args(dep, self.container),
-                                                                   self.container),
+                                                                   self.container, placement),
                 field_manager=FIELD_MANAGER,
             ))
         self.delete_secret()

@@ -93,13 +93,19 @@ class CaseContext:
     def add_nodes(self, *nodes: Any) -> dict[str, str]:
         """Pods that run: start kube-scheduler and kwok if they are not running yet (env.start_pods(), kept
         for the session), create each Node (harness.objects.node builders) named "<prefix>-<name>" and wait
-        until it is Ready and schedulable. Recorded as `nodes_created`; deleted at the end of the case.
+        until it is Ready and schedulable. Recorded as `nodes_created`; deleted at the end of the case. On a
+        cluster target (kind, kubeconfig) kwok runs here against the cluster, whose kube-scheduler binds the
+        Pods, and its real Nodes are tainted while the case runs (InClusterEnvironment
+        .keep_pods_on_case_nodes), so the Pods go to the case's Nodes as on the local target.
         Returns {name: Node name}. Raises HarnessError on a target without them, WaitTimeout."""
         from harness.env import pods
 
         if not hasattr(self.env, "start_pods"):
-            raise HarnessError("Pods that run (kube-scheduler + kwok Nodes) need --target local")
+            raise HarnessError(f"Pods that run (kwok Nodes) are not supported by target {type(self.env).__name__}")
         part = self.env.start_pods()
+        if hasattr(self.env, "keep_pods_on_case_nodes") and not self.nodes:
+            tainted = self.env.keep_pods_on_case_nodes(True)
+            self.record("real_nodes_tainted", nodes=tainted, taint=pods.CASE_PODS_TAINT)
         renamed = [n.renamed(f"{self.prefix}-{n.name}") for n in nodes]
         self.nodes.update({n.name: r.name for n, r in zip(nodes, renamed)})
         pods.create_nodes(self.cluster, renamed)

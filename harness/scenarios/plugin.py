@@ -394,3 +394,8 @@ def _delete_case_nodes(ctx: CaseContext, timeout: float = 10.0) -> None:
             if e.status != 404:
                 ctx.record("case_objects_not_deleted", error=f"Node {name}: {e.status} {e.reason}")
     ctx.record("case_nodes_deleted", nodes=deleted, pods_left=list(left))
+    if hasattr(ctx.env, "keep_pods_on_case_nodes"):  # a cluster target: its real Nodes take Pods again
+        try:
+            ctx.record("real_nodes_untainted", nodes=ctx.env.keep_pods_on_case_nodes(False))
+        except ApiException as e:
+            ctx.record("case_objects_not_deleted", error=f"the case-Pods taint of the real Nodes: {e.status} {e.reason}")

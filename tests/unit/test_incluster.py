@@ -81,13 +81,34 @@ def test_patch_mounts_secret_and_records_original_args():
 
 def test_undo_patch_restores_args_and_deletes_by_merge_key():
     u = ic.render_undo_patch(RELEASE_ARGS)
-    assert u["metadata"]["annotations"] == {ic.ANN_ROUTED_BY: None, ic.ANN_ORIGINAL_ARGS: None}
+    assert u["metadata"]["annotations"] == {ic.ANN_ROUTED_BY: None, ic.ANN_ORIGINAL_ARGS: None,
+                                            ic.ANN_ORIGINAL_PLACEMENT: None}
     assert u["spec"]["template"]["metadata"]["annotations"] == {ic.ANN_RUN: None}
     (c,) = u["spec"]["template"]["spec"]["containers"]
     assert c["args"] == RELEASE_ARGS
     assert c["volumeMounts"] == [{"$patch": "delete", "mountPath": "/etc/kueue-harness"}]
     assert u["spec"]["template"]["spec"]["volumes"] == [{"$patch": "delete", "name": "kueue-harness-kubeconfig"}]
     assert ic.render_undo_patch(None)["spec"]["template"]["spec"]["containers"][0]["args"] is None
+
+
+def test_routed_kueue_tolerates_the_case_pods_taint_and_stays_on_its_node_and_undo_restores_that():
+    from harness.env.pods import CASE_PODS_TAINT
+
+    own = {"key": "dedicated", "operator": "Equal", "value": "kueue", "effect": "NoSchedule"}
+    original = {"tolerations": [own], "nodeSelector": {"pool": "system"}}
+    p = ic.render_deployment_patch(RELEASE_ARGS, "run-7", placement=(original, "kind-control-plane"))
+    spec = p["spec"]["template"]["spec"]
+    assert spec["tolerations"] == [own, {"key": CASE_PODS_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}]
+    assert spec["nodeSelector"] == {"kubernetes.io/hostname": "kind-control-plane"}  # merged with pool=system
+    assert json.loads(p["metadata"]["annotations"][ic.ANN_ORIGINAL_PLACEMENT]) == original
+    # Applied twice (an earlier run's routing kept): our toleration once.
+    again = ic.routed_placement({"tolerations": spec["tolerations"]}, None)
+    assert again["tolerations"] == spec["tolerations"] and "nodeSelector" not in again
+    u = ic.render_undo_patch(RELEASE_ARGS, placement=original)["spec"]["template"]["spec"]
+    assert u["tolerations"] == [own] and u["nodeSelector"] == {"kubernetes.io/hostname": None}
+    u = ic.render_undo_patch(RELEASE_ARGS, placement={"tolerations": None, "nodeSelector": None})["spec"]["template"]["spec"]
+    assert u["tolerations"] is None and u["nodeSelector"] == {"kubernetes.io/hostname": None}
+    assert "tolerations" not in ic.render_undo_patch(RELEASE_ARGS)["spec"]["template"]["spec"]  # routed before this
 
 
 def test_original_args_come_from_the_annotation_of_a_routed_deployment():

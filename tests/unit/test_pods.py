@@ -236,3 +236,24 @@ def test_report_names_kube_scheduler_and_kwok_only_when_pods_ran() -> None:
     without, _, _ = report.render_report({**meta, "pods": None}, history, {})
     assert "| Pods that run | kube-scheduler v1.35.4, kwok v0.8.0 |" in with_pods
     assert "Pods that run" not in without
+
+
+def test_the_case_pods_taint_is_added_once_and_removed_alone() -> None:
+    from harness.env.pods import CASE_PODS_TAINT, tainted
+
+    other = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+    on = tainted([other], True)
+    assert on == [other, CASE_PODS_TAINT]
+    assert tainted(on, True) is None  # already there: no patch
+    assert tainted(on, False) == [other]
+    assert tainted([other], False) is None and tainted(None, False) is None
+    assert tainted(None, True) == [CASE_PODS_TAINT]
+
+
+def test_kwok_takes_the_pod_cidr_it_is_given() -> None:
+    from pathlib import Path
+
+    from harness.env.pods import POD_CIDR, kwok_argv
+
+    assert f"--cidr={POD_CIDR}" in kwok_argv(Path("kwok"), Path("k"), [], 1)
+    assert "--cidr=10.250.0.0/16" in kwok_argv(Path("kwok"), Path("k"), [], 1, cidr="10.250.0.0/16")
