@@ -458,7 +458,16 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         if signal:
             pass  # a process fault matches no request: no namespace to narrow it to
         elif isinstance(rdata.get("match"), dict) and _cluster_scoped_match(rdata["match"]):
-            pass  # a write to a cluster-scoped object has no namespace to match: the plan narrows it by name
+            # A write to a cluster-scoped object has no namespace to match: the plan narrows it by name.
+            if rdata["match"].get("namespace"):
+                problems.add(keys.get("match", (rnode,))[0],
+                             f"rule {rdata.get('id')}: match.namespace {rdata['match']['namespace']!r} with "
+                             f"{'kind ' + str(rdata['match'].get('kind')) if rdata['match'].get('kind') else 'resource ' + str(rdata['match'].get('resource'))}"
+                             ", which is cluster-scoped: its writes have no namespace, so this never matches; "
+                             "narrow it by name instead (name: \"${namespace}-cq\")")
+                if isinstance(rdata.get("id"), str):
+                    failed.add(rdata["id"])
+                continue
         elif namespace is not None and isinstance(rdata.get("match"), dict) and not rdata["match"].get("namespace"):
             rdata["match"] = {**rdata["match"], "namespace": namespace}
         elif namespace is not None and rdata.get("match") is None:

@@ -137,6 +137,9 @@ class Match:
             glob = getattr(m, k)
             if glob and glob.count("[") != glob.count("]"):
                 raise RuleError(f"match.{k}: glob {glob!r} has an unbalanced '['")
+        if m.body_jsonpath == "":
+            raise RuleError("match.body_jsonpath is empty: it would match every request; give a JSONPath "
+                            "('$.status.reservingWorkloads') or leave the key out")
         if m.body_jsonpath:
             _jsonpath(m.body_jsonpath)
         if m.body_equals is not None and not m.body_jsonpath:

@@ -243,22 +243,22 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
                                         f"{' or '.join(target.kind.trigger_states) or 'nothing'}"))
             elif t.rule and t.state not in target.kind.trigger_states:
                 if t.state in ("held", "released") and target.kind.consulted != "signal":
-                    errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but "
-                                            f"{t.rule} (action {target.action}) never holds a flow"))
+                    errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.ref} {t.state}, but "
+                                            f"{t.ref} (action {target.action}) never holds a flow"))
                 else:
                     errors.append(RuleError(
-                        f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state}, but {t.rule} "
+                        f"rule {r.id}: release.after[{i}]: waits for {t.ref} {t.state}, but {t.ref} "
                         f"(action {target.action}) can only be waited for as "
                         f"{' or '.join(target.kind.trigger_states) or 'nothing'}"))
             elif t.delivered and target.kind.consulted in ("watch", "signal"):
                 errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.delivered}'s object to be "
                                         f"delivered, but {t.delivered} (action {target.action}) has no answered write"))
             elif t.status is not None and target.kind.consulted == "signal":
-                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} {t.state} with status "
-                                        f"{t.status}, but {t.rule} (action {target.action}) has no HTTP status"))
+                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.ref} {t.state} with status "
+                                        f"{t.status}, but {t.ref} (action {target.action}) has no HTTP status"))
             elif t.state == "held" and t.status is not None and target.stage != "response":
-                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.rule} held with status "
-                                        f"{t.status}, but {t.rule} holds requests (stage request), which have no "
+                errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.ref} held with status "
+                                        f"{t.status}, but {t.ref} holds requests (stage request), which have no "
                                         "status"))
     # A hold waiting for X to be released or answered (or delivered) needs X's own hold to end first;
     # waiting for X to be "held" does not, so such triggers make no edge (scenario 1 needs exactly that:

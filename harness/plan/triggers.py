@@ -76,8 +76,8 @@ class Trigger:
         _check_keys(d, set(cls.__dataclass_fields__), where)
         kinds = [k for k in TRIGGER_KINDS if d.get(k) not in (None, "")]
         if len(kinds) != 1:
-            raise RuleError(f"{where}: give exactly one of `rule` (with `state`), `delivered`, `step`, `log` or "
-                            f"`object`{' (got ' + ', '.join(kinds) + ')' if kinds else ''}")
+            raise RuleError(f"{where}: give exactly one of `rule` (with `state`), `delivered`, `step`, `log`, "
+                            f"`object` or `count` (with `at_least`){' (got ' + ', '.join(kinds) + ')' if kinds else ''}")
         kind = kinds[0]
         if not isinstance(d[kind], str):
             raise RuleError(f"{where}: `{kind}` must be a string")
@@ -99,8 +99,9 @@ class Trigger:
             t = cls(**d)
             if t.state not in TRIGGER_STATES:
                 raise RuleError(f"{where}: state {t.state!r} is not one of {', '.join(TRIGGER_STATES)}")
-            if t.status is not None and (isinstance(t.status, bool) or not isinstance(t.status, int)):
-                raise RuleError(f"{where}: status must be an HTTP status code")
+            if t.status is not None and (isinstance(t.status, bool) or not isinstance(t.status, int)
+                                         or not 100 <= t.status <= 599):
+                raise RuleError(f"{where}: status must be an HTTP status code (100-599), not {t.status!r}")
             return t
         if kind == "log":
             check_regex(d["log"], f"{where}: log")
@@ -302,8 +303,8 @@ def _check_count(d: dict[str, Any], where: str) -> dict[str, Any]:
     if state not in TRIGGER_STATES:
         raise RuleError(f"{where}: state {state!r} is not one of {', '.join(TRIGGER_STATES)}")
     st = d.get("status")
-    if st is not None and (isinstance(st, bool) or not isinstance(st, int)):
-        raise RuleError(f"{where}: status must be an HTTP status code")
+    if st is not None and (isinstance(st, bool) or not isinstance(st, int) or not 100 <= st <= 599):
+        raise RuleError(f"{where}: status must be an HTTP status code (100-599), not {st!r}")
     return {**d, "state": state}
 
 

@@ -353,7 +353,7 @@ def two_rules(trigger_a: str, second_trigger: str | None = None) -> str:
     [
         ("{rule: nope, state: answered}   # <-", ["rule a: release trigger names unknown rule 'nope'"]),
         ("{delivered: nope}   # <-", ["rule a: release trigger names unknown rule 'nope'"]),
-        ("{rule: b, delivered: b}   # <-", ["release.after", "give exactly one of `rule` (with `state`), `delivered`, `step`, `log` or `object` (got rule, delivered)"]),
+        ("{rule: b, delivered: b}   # <-", ["release.after", "give exactly one of `rule` (with `state`), `delivered`, `step`, `log`, `object` or `count` (with `at_least`) (got rule, delivered)"]),
         ("{state: held}   # <-", ["release.after", "give exactly one of `rule`"]),
         ("{rule: b, state: done}   # <-", ["release.after", "state 'done' is not one of held, released, answered"]),
         ("{rule: b, state: answered, status: ok}   # <-", ["release.after", "status must be an HTTP status code"]),
@@ -818,3 +818,36 @@ def test_every_shipped_scenario_file_is_package_data() -> None:
         assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f"{f} would be missing from a wheel"
     for d in [p for p in (root / "cases").iterdir() if p.is_dir() and not p.name.startswith("__")]:
         assert (d / "__init__.py").is_file(), f"{d} is not a package: a wheel would leave it out"
+
+
+def test_plans_that_could_never_act_as_written_are_refused(tmp_path: Path) -> None:
+    """Found by a bad-input probe (2026-12-02): a namespace on a cluster-scoped kind, an empty body_jsonpath
+    (it turned the filter off) and a trigger status outside 100-599 were accepted; a count trigger's error
+    named the rule "None"."""
+    cases = {
+        "{id: a, action: observe, match: {kind: ClusterQueue, namespace: team-a}}":
+            "match.namespace 'team-a' with kind ClusterQueue, which is cluster-scoped",
+        "{id: a, action: observe, match: {resource: resourceflavors, namespace: x}}": "resource resourceflavors",
+        "{id: a, action: observe, match: {body_jsonpath: ''}}": "match.body_jsonpath is empty",
+        "{id: a, match: {write: admission}, release: {after: [{rule: a, status: 999}]}}":
+            "status must be an HTTP status code (100-599), not 999",
+        "{id: a, match: {write: admission}, release: {after: [{count: a, at_least: 1, status: 42}]}}":
+            "not 42",
+    }
+    for rule, words in cases.items():
+        path = tmp_path / "plan.yaml"
+        path.write_text(plan_text(f"""
+            rules:
+              - {rule}
+        """))
+        with pytest.raises(PlanError) as e:
+            load_plan(path)
+        assert words in str(e.value), (rule, str(e.value))
+    path.write_text(plan_text("""
+        rules:
+          - {id: g, match: {write: admission}}
+          - {id: h, match: {write: eviction}, release: {after: [{count: g, at_least: 1, state: held, status: 200}]}}
+    """))
+    with pytest.raises(PlanError) as e:
+        load_plan(path)
+    assert "waits for g held with status 200, but g holds requests" in str(e.value)
