@@ -208,6 +208,8 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "nodes_created"): ("nodes", "labels", "capacity", "kube_scheduler", "kwok"),
     ("harness", "pods_finished"): ("job", "phase", "pods"),
     ("harness", "case_nodes_deleted"): ("nodes", "pods_left"),
+    ("harness", "real_nodes_tainted"): ("nodes", "taint"),
+    ("harness", "real_nodes_untainted"): ("nodes",),
     ("harness", "kueue_restart"): ("kill",),  # optional: rule (a plan's process fault)
     ("harness", "oversubscription_lasted"): ("persisted",),
     ("harness", "perturbed_run"): ("run", "plan", "file", "moves"),  # harness/explore/plugin.py
