@@ -459,12 +459,13 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
             pass  # a process fault matches no request: no namespace to narrow it to
         elif isinstance(rdata.get("match"), dict) and _cluster_scoped_match(rdata["match"]):
             # A write to a cluster-scoped object has no namespace to match: the plan narrows it by name.
-            if rdata["match"].get("namespace"):
+            m = rdata["match"]
+            if m.get("namespace"):
+                what = f"kind {m['kind']}" if m.get("kind") else f"resource {m.get('resource')}"
                 problems.add(keys.get("match", (rnode,))[0],
-                             f"rule {rdata.get('id')}: match.namespace {rdata['match']['namespace']!r} with "
-                             f"{'kind ' + str(rdata['match'].get('kind')) if rdata['match'].get('kind') else 'resource ' + str(rdata['match'].get('resource'))}"
-                             ", which is cluster-scoped: its writes have no namespace, so this never matches; "
-                             "narrow it by name instead (name: \"${namespace}-cq\")")
+                             f"rule {rdata.get('id')}: match.namespace {m['namespace']!r} with {what}, which is "
+                             "cluster-scoped: its writes have no namespace, so this never matches; narrow it by "
+                             "name instead (name: \"${namespace}-cq\")")
                 if isinstance(rdata.get("id"), str):
                     failed.add(rdata["id"])
                 continue
