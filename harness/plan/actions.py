@@ -198,16 +198,27 @@ class Delay(Action):
 
 @register
 class Fail(Action):
-    """Answer with a Kubernetes Status (`status`, `reason`, `message`)."""
+    """Answer with a Kubernetes Status (`status`, `reason`, `message`); with `delay` > 0, after waiting that
+    many seconds. The wait paces a write Kueue retries in a loop (its scheduler issues a preemption's
+    evictions synchronously in the scheduling cycle, pkg/scheduler/preemption/preemption.go
+    IssuePreemptions, so a failure answered late slows the next attempt): kubernetes-sigs/kueue#14863 on
+    v0.19.2 retried a failing eviction ~75 times a second, and the flood of flows and log lines made a
+    case on a loaded machine last 79 s instead of 7 s. A pace, never an ordering (docs/fault-plans.md)."""
 
     name = "fail"
-    one_line = "answer `status` with a Kubernetes Status body"
+    one_line = "answer `status` with a Kubernetes Status body (after `delay` seconds when given)"
 
     def describe(self, rule: Mapping[str, Any]) -> str:
-        return f"fail {rule.get('status', 500)} {rule.get('reason', 'InternalError')}" + (
+        after = f" after {_num(rule.get('delay'))}s" if rule.get("delay") else ""
+        return f"fail {rule.get('status', 500)} {rule.get('reason', 'InternalError')}{after}" + (
             " (after kube-apiserver applied it)" if rule.get("stage") == "response" else "")
 
     async def apply(self, act: FlowAct, rule: "Rule", stage: str) -> None:
+        if rule.delay > 0:
+            await act.sleep(rule.delay)
+            act.fail(rule.status, rule.reason, rule.message)
+            act.log("failed", status=rule.status, after=rule.delay)
+            return
         act.fail(rule.status, rule.reason, rule.message)
         act.log("failed", status=rule.status)
 

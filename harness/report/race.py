@@ -240,7 +240,8 @@ def flow_fates(history: Sequence[Mapping[str, Any]]) -> dict[int, str]:
     """{flow: its fate as `race_section` words it} for every flow a fault rule touched (the comments of
     the bundle's flows.mitm, which `mitmweb -r` shows)."""
     t0 = case_t0(history)
-    return {f: _fate(history, f, t0) for f in decisive_flows(history)}
+    evs = _by_flow(history, decisive_flows(history))  # one pass: 7,000 failed evictions x 21,000 events was 220 s
+    return {f: _fate(evs[f], f, t0) for f in evs}
 
 
 def _statuses(body: Any) -> dict[str, str]:

@@ -163,7 +163,7 @@ def cut_flows(src: Path, start: float, end: float, flow_numbers: set[int], menti
         if req is None or not (start <= (req.timestamp_start or 0) <= end):
             continue
         if f.metadata.get("kh_flow") in flow_numbers or any(x and x in req.path for x in mentions):
-            picked.append(redactor.flow(f))
+            picked.append(redactor.flow(f, copy=False))  # read for this cut alone
     for f in picked:
         seq = f.metadata.get("kh_flow")
         label = f.metadata.get("kh_label") or f.comment or ""

@@ -74,6 +74,7 @@ def test_extra_keys_come_from_the_actions() -> None:
         ({"action": "delay", "delay": 0.25, "stage": "response"}, "delay 0.25s"),
         ({"action": "fail", "status": 409, "reason": "Conflict"}, "fail 409 Conflict"),
         ({"action": "fail", "stage": "response"}, "fail 500 InternalError (after kube-apiserver applied it)"),
+        ({"action": "fail", "delay": 0.25, "times": None}, "fail 500 InternalError after 0.25s"),
         ({"action": "reset"}, "reset the stream"),
         ({"action": "observe"}, "observe (for triggers)"),
         ({"action": "drop_watch_events", "match": {"name": "w"}}, "drop watch events"),

@@ -157,6 +157,27 @@ def test_delay_rule_waits_then_passes() -> None:
     run(scenario())
 
 
+def test_fail_rule_with_delay_answers_after_waiting() -> None:
+    # The pace of kubernetes-sigs/kueue#14863's sticky-preemptor plan: every retry failed, none sooner than
+    # `delay` after it was sent (docs/fault-plans.md "a pace").
+    async def scenario() -> None:
+        addon = KueueFaults()
+        with taddons.context(addon):
+            add_rule(addon, id="slow-fail", match={"write": "eviction"}, action="fail", delay=0.05, times=None)
+            loop = asyncio.get_running_loop()
+            for _ in range(2):
+                f = status_patch(WL1, EVICTION)
+                t0 = loop.time()
+                await addon.request(f)
+                assert loop.time() - t0 >= 0.045  # asyncio may wake a clock tick early
+                assert f.response is not None and f.response.status_code == 500
+            evs = events(addon, "failed")
+            assert [(e["rule"], e["status"], e["after"]) for e in evs] == [("slow-fail", 500, 0.05)] * 2
+            assert not events(addon, "delayed")  # one record per answer: the wait is the failure's `after`
+
+    run(scenario())
+
+
 # ---------------------------------------------------------------------------------------------------------
 # hold
 

@@ -69,6 +69,18 @@ def test_flow_copy_is_redacted_and_the_original_is_not():
     assert f.request.headers["Authorization"] == f"Bearer {TOKEN}", "the live flow must not change"
 
 
+def test_flow_without_copy_redacts_the_flow_itself():
+    # cut_flows reads each flow from the file for one use; redacting it in place halves the cut's cost.
+    f = tflow.tflow(req=tutils.treq(method=b"PATCH", path=b"/apis/x?access_token=" + TOKEN.encode()),
+                    resp=tutils.tresp())
+    f.request.headers["Authorization"] = f"Bearer {TOKEN}"
+    f.response.content = f'{{"token": "{TOKEN}"}}'.encode()
+    red = Redactor([TOKEN]).flow(f, copy=False)
+    assert red is f
+    assert f.request.headers["authorization"] == "Bearer <redacted>" and TOKEN not in f.request.path
+    assert TOKEN.encode() not in f.response.get_content()
+
+
 def test_scanner_opens_archives_gzip_and_flows(tmp_path):
     key = _key()
     line = next(l for l in key.splitlines() if len(l) == 64)
