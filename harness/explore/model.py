@@ -27,6 +27,10 @@ WATCH_DELAY = 2.0
 
 #: Write kinds a target can have besides the Workload status classes of harness/kueue/api.py.
 EXTRA_CLASSES = ("create", "job_suspend", "job_unsuspend", "watch")
+#: Seconds a write failed every time waits before each failure (docs/fault-plans.md "a pace"): Kueue's
+#: scheduler retries a failed eviction in its next cycle, ~75 times a second on v0.19.2 when answered at once.
+FAIL_PACE = 0.25
+
 MOVE_KINDS = ("hold", "hold_response", "fail", "drop_watch", "delay_watch", "restart", "delay", "delay_response")
 AFTER_MODES = ("answered", "delivered")
 
@@ -218,6 +222,8 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
         elif m.kind == "fail":
             r = {"id": rid, "match": m.target.match(), "action": "fail", "status": int(m.status or 500),
                  "times": m.times, "reason": _REASONS.get(int(m.status or 500), "InternalError")}
+            if m.times is None:  # a pace, not an ordering: Kueue retries such a write as fast as it can
+                r["delay"] = FAIL_PACE
         elif m.kind in ("delay", "delay_response"):
             r = {"id": rid, "match": m.target.match(), "action": "delay", "delay": round(float(m.delay), 3)}
             if m.kind == "delay_response":

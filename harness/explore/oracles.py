@@ -16,8 +16,9 @@ Kueue evicts it anew), and the checker counts writes per object, not per preempt
 `--oracle 'write_count={"write": "eviction", "max": 1, "answered": "ok"}'` where the case allows it.
 
 `not_judged` names the progress invariants a move makes meaningless: a write the proxy fails every time
-(`fail`, `times: null`) blocks what depends on it whatever Kueue does, so liveness-like checkers are not
-applied to such a run (the safety invariants still are).
+(`fail`, `times: null`) blocks what depends on it whatever Kueue does, so `liveness` and
+`deletion_completes` are not applied to such a run (the safety invariants still are); `pending_fits_admitted`
+still is, unless the write failed is an admission (`not_judged`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,15 @@ def choose(trace: Trace, reference: Mapping[str, Any], registered: Iterable[str]
 
 
 def not_judged(moves: Iterable[Move]) -> list[str]:
-    """The checkers (PROGRESS) a plan of `moves` makes unjudgeable: any write failed every time."""
-    if any(m.kind == "fail" and m.times is None for m in moves):
+    """The checkers (PROGRESS) a plan of `moves` makes unjudgeable: any write failed every time. One of them
+    stays judged unless the write failed is an admission: `pending_fits_admitted` reads the API state, in
+    which a victim whose eviction keeps failing still holds its quota, so a Workload it finds fitting fits
+    whatever the fault blocks — kubernetes-sigs/kueue#14863's very shape (a preemption that keeps failing,
+    and a Workload that fits starved behind it). An admission failed every time leaves its Workload pending
+    and fitting by the fault alone."""
+    forever = [m for m in moves if m.kind == "fail" and m.times is None]
+    if not forever:
+        return []
+    if any(m.target.cls == "admission" for m in forever):
         return list(PROGRESS)
-    return []
+    return [c for c in PROGRESS if c != "pending_fits_admitted"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.explore import driver, generate, oracles, salvage
+from harness.explore import driver, generate, model, oracles, salvage
 from harness.explore.findings import cluster_key, clusters
 from harness.explore.minimize import minimize
 from harness.explore.model import After, Move, Target, move_to_dict, plan_document
@@ -55,6 +55,7 @@ def test_a_write_that_keeps_failing_is_a_family_and_renders_times_null() -> None
     assert m.words() == "fail the eviction of job1 with 500 every time"
     plan = parse_plan(plan_document((m,), "x"), "x")
     assert plan.rules[0].times is None
+    assert plan.rules[0].delay == model.FAIL_PACE  # each failure paced (docs/fault-plans.md "a pace")
 
 
 # ---- oracles -------------------------------------------------------------------------------------
@@ -71,7 +72,10 @@ def test_oracles_are_chosen_from_the_reference_run() -> None:
 
 
 def test_a_write_failed_every_time_leaves_progress_unjudged() -> None:
-    assert oracles.not_judged([Move("fail", EVI1, status=500, times=None)]) == list(oracles.PROGRESS)
+    # An eviction failed every time: liveness and deletion are blocked by the fault, a Workload that fits
+    # in the API state is not (kubernetes-sigs/kueue#14863's shape).
+    assert oracles.not_judged([Move("fail", EVI1, status=500, times=None)]) == ["liveness", "deletion_completes"]
+    assert oracles.not_judged([Move("fail", ADM1, status=500, times=None)]) == list(oracles.PROGRESS)
     assert oracles.not_judged([Move("fail", EVI1, status=500, times=3)]) == []
     sel = explore_selection({"liveness": {"jobs": ["job2"]}}, {"bounded_evictions": {}}, oracles.PROGRESS)
     assert "liveness" not in sel and "bounded_evictions" in sel and "quota" in sel
