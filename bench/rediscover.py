@@ -1,0 +1,188 @@
+"""Rediscovery (issue 25): does `kueue-harness explore`, given only a bug's *control* case (its bug plan is
+never shown to it), find that bug on a build the bug affects, and does the finding disappear on a build
+with the fix?
+
+    KUEUE_HARNESS_KUEUE_REPO=/path/kueue.git.tar .venv/bin/python bench/rediscover.py \\
+        [--minutes 15] [--bugs 14863,10901] [--no-fixed] [--tag TAG]
+
+For each bug of BUGS: `explore CONTROL --kueue-version AFFECTED --minutes M`; the bug counts as *found*
+when a finding's key names the bug's invariant (`signature`: the checker the bug's own case judges by, which
+the control shares; harness/explore/findings.py violation_keys), with the perturbation and minute explore
+first saw it. Then the same control on the FIXED build with at most as many perturbations: a signature
+finding there is a false positive of the oracle (or a second bug). Bugs whose scene no wire ordering of
+the control can make (the bug needs other objects: a limits-only pod set, a Job finalizer, a scale-up)
+are kept in the table: explore is expected to miss them, and the table says so.
+
+Writes bench/results/<date>-explore-rediscovery[-TAG].json with a `bugs` list (one object per bug: `bug`,
+`build`, `found`, `perturbation`, `minute`, …) and prints a table. Not a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROOT, load, write_result  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One bug to rediscover: its key, its control case, builds, and the checkers whose violation is it."""
+
+    bug: str
+    control: str
+    affected: str
+    fixed: str | None
+    signature: tuple[str, ...]
+    fixed_patches: tuple[str, ...] = ()
+    #: Why explore may not reach it from the control (empty: a wire ordering of the control can make it).
+    scene: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+C = "cases/"
+#: The twelve bugs of issue 25 item 5; builds from each case's bug.yaml (affected / fixed ranges), the cached
+#: tags. Signatures: the checkers of the bug's case (cases/<bug>/test_*.py CHECKS), which its control shares.
+BUGS: tuple[Bug, ...] = (
+    Bug("kubernetes-sigs/kueue#14863", C + "kueue_14863/test_sticky_preemptor.py::test_sticky_preemptor_control",
+        "v0.17.0", "v0.17.0", ("liveness:s", "pending_fits_admitted:s"),
+        fixed_patches=("cases/kueue_14863/backport.patch",)),
+    Bug("kubernetes-sigs/kueue#13662", C + "kueue_13662/test_preemption_thrashing.py::test_preemption_thrashing_control",
+        "v0.17.0", "v0.19.2", ("bounded_evictions",)),
+    Bug("kubernetes-sigs/kueue#10759", C + "kueue_10759/test_stuck_terminating.py::test_stuck_terminating_control",
+        "v0.17.0", "v0.17.2", ("deletion_completes",)),
+    Bug("kubernetes-sigs/kueue#10901", C + "kueue_10901/test_deactivated_in_flight.py::test_deactivated_in_flight_control",
+        "v0.17.0", "v0.17.4", ("pending_fits_admitted",)),
+    Bug("kubernetes-sigs/kueue#10417", C + "kueue_10417/test_stale_subtree_quota.py::test_stale_subtree_quota_control",
+        "v0.17.0", "v0.17.2", ("quota",)),
+    Bug("kubernetes-sigs/kueue#10181", C + "kueue_10181/test_stale_expectation.py::test_stale_expectation_control",
+        "v0.16.3", "v0.16.6", ("liveness:p2", "pending_fits_admitted:p2")),
+    Bug("kubernetes-sigs/kueue#9428", C + "kueue_9428/test_repeated_eviction.py::test_repeated_eviction_control",
+        "v0.16.1", "v0.16.3", ("write_count", "bounded_evictions")),
+    Bug("kubernetes-sigs/kueue#9591", C + "kueue_9591/test_inflight_update.py::test_inflight_update_control",
+        "v0.16.1", "v0.16.3", ("log_count",)),
+    Bug("kubernetes-sigs/kueue#1789", C + "kueue_1789/test_orphaned_workload.py::test_orphaned_workload_control",
+        "v0.17.0", "v0.19.2", ("write_count",)),
+    Bug("kubernetes-sigs/kueue#9889", C + "kueue_9889/test_limits_only.py::test_limits_only_control",
+        "v0.16.3", "v0.16.6", ("log_count",),
+        scene="the bug needs a limits-only pod set under TAS; the control's Workloads have requests"),
+    Bug("kubernetes-sigs/kueue#12820", C + "kueue_12820/test_terminating_job.py::test_terminating_job_control",
+        "v0.19.2", "v0.17.0", ("running_pods_within_quota",),
+        scene="the bug needs a Job kept Terminating by a finalizer; the control deletes it outright"),
+    Bug("kubernetes-sigs/kueue#9015", C + "kueue_9015/test_elastic_scale_up.py::test_elastic_scale_up_control",
+        "v0.17.0", "v0.17.4", ("running_pods_within_quota",)),
+)
+
+
+def signature_hit(keys: list[str], signature: tuple[str, ...]) -> list[str]:
+    """The finding keys ("checker:subject[:how]") that name the bug: a key equal to a signature entry or
+    starting with it and ":" ("liveness:s" matches "liveness:s:never"; "quota" matches "quota:cq")."""
+    return [k for k in keys if any(k == s or k.startswith(s + ":") for s in signature)]
+
+
+def explore(control: str, version: str, patches: tuple[str, ...], out: Path, minutes: float,
+            max_runs: int | None) -> dict[str, Any]:
+    """One exploration of `control` on `version` (+ patches); its explore.json, or {"error": why}."""
+    cmd = [str(ROOT / ".venv/bin/kueue-harness"), "explore", control, "--kueue-version", version, "--out", str(out),
+           "--minutes", str(minutes)]
+    for p in patches:
+        cmd += ["--kueue-patch", p]
+    if max_runs:
+        cmd += ["--max-runs", str(max_runs)]
+    print("$", " ".join(cmd), flush=True)
+    t0 = time.monotonic()
+    # The search's own budget plus a build (a cold Kueue build takes ~10 min under load) and its wind-down.
+    try:
+        rc = subprocess.run(cmd, cwd=ROOT, timeout=minutes * 60 + 1800).returncode
+    except subprocess.TimeoutExpired:
+        rc = None
+    try:
+        result = json.loads((out / "explore.json").read_text())
+    except (OSError, ValueError) as e:
+        return {"error": f"no explore.json (exit {rc}): {e}", "wall_minutes": round((time.monotonic() - t0) / 60, 2)}
+    result["exit"] = rc
+    result["wall_minutes"] = round((time.monotonic() - t0) / 60, 2)
+    return result
+
+
+def judge(bug: Bug, result: dict[str, Any]) -> dict[str, Any]:
+    """What one exploration says about `bug`: found, at which perturbation and minute, the counts."""
+    if "error" in result:
+        return {"found": None, "error": result["error"]}
+    findings = result.get("findings") or []
+    hits = [f for f in findings if signature_hit([str(f["key"])], bug.signature)]
+    first = min(hits, key=lambda f: float(f.get("first_minutes") or 0.0)) if hits else None
+    return {"found": bool(hits), "key": first["key"] if first else None,
+            "perturbation": first.get("first_index") if first else None,
+            "minute": round(float(first.get("first_minutes") or 0.0), 2) if first else None,
+            "plan": (first.get("minimal_words") or first.get("plan")) if first else None,
+            "reproduced": first.get("reproduced") if first else None,
+            "other_findings": sorted(str(f["key"]) for f in findings if f not in hits),
+            "counts": result.get("counts"), "kueue": result.get("kueue"), "minutes": result.get("minutes"),
+            "wall_minutes": result.get("wall_minutes")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--minutes", type=float, default=15.0, help="explore budget per bug and build (default 15)")
+    ap.add_argument("--bugs", default="", help="comma-separated bug numbers (default: all twelve)")
+    ap.add_argument("--no-fixed", action="store_true", help="skip the fixed builds")
+    ap.add_argument("--out", default=None, help="folder (default artifacts/bench-rediscover-<time>)")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args()
+    wanted = {b.strip().lstrip("#") for b in args.bugs.split(",") if b.strip()}
+    bugs = [b for b in BUGS if not wanted or b.bug.rpartition("#")[2] in wanted]
+    if wanted - {b.bug.rpartition("#")[2] for b in BUGS}:
+        ap.error(f"unknown bug(s) {sorted(wanted - {b.bug.rpartition('#')[2] for b in BUGS})}; known: "
+                 + ", ".join(b.bug.rpartition("#")[2] for b in BUGS))
+    out = Path(args.out or ROOT / "artifacts" / f"bench-rediscover-{time.strftime('%Y%m%d-%H%M%S')}")
+    load_before, rows = load(), []
+    for b in bugs:
+        slug = b.bug.rpartition("#")[2]
+        a = judge(b, explore(b.control, b.affected, (), out / slug / b.affected, args.minutes, None))
+        row: dict[str, Any] = {"bug": b.bug, "control": b.control, "build": b.affected, "signature": list(b.signature),
+                               **{k: a.get(k) for k in ("found", "perturbation", "minute", "key", "plan", "reproduced")},
+                               "affected": a, "scene": b.scene or None}
+        if b.fixed and not args.no_fixed:
+            tried = ((a.get("counts") or {}).get("tried")) or None
+            fb = b.fixed + ("+patch" if b.fixed_patches else "")
+            f = judge(b, explore(b.control, b.fixed, b.fixed_patches, out / slug / fb, args.minutes, tried))
+            row["fixed_build"], row["fixed"] = fb, f
+            row["gone_on_fixed"] = None if f.get("found") is None else not f["found"]
+        rows.append(row)
+        write_result("explore-rediscovery" + (f"-{args.tag}" if args.tag else ""), summary(rows, args, load_before, out))
+    data = summary(rows, args, load_before, out)
+    write_result("explore-rediscovery" + (f"-{args.tag}" if args.tag else ""), data)
+    print(f"\n{'bug':<30} {'build':<8} {'found':<6} {'pert':>5} {'min':>6}  fixed")
+    for r in rows:
+        fixed = r.get("fixed") or {}
+        gone = {True: "gone", False: "STILL FOUND", None: "error"}.get(r.get("gone_on_fixed"), "-")
+        print(f"{r['bug']:<30} {r['build']:<8} {str(r['found']):<6} {str(r['perturbation'] or '-'):>5} "
+              f"{str(r['minute'] or '-'):>6}  {r.get('fixed_build', '-')} {gone if fixed else '-'}")
+    print(f"found {data['found']} of {len(rows)}; false positives in no-op runs: {data['noop_false_positives']}")
+    return 0
+
+
+def summary(rows: list[dict[str, Any]], args: argparse.Namespace, load_before: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The results file's fields for the rows so far (written after every bug: a stopped bench keeps them)."""
+    fps = sum(int(((r.get(side) or {}).get("counts") or {}).get("false_positives") or 0)
+              for r in rows for side in ("affected", "fixed"))
+    per_min = [((r["affected"].get("counts") or {}).get("tried") or 0) / r["affected"]["minutes"]
+               for r in rows if r["affected"].get("minutes")]
+    return {"command": " ".join(sys.argv), "budget_minutes": args.minutes, "load_before": load_before,
+            "load_after": load(), "bugs": rows, "found": sum(1 for r in rows if r.get("found")),
+            "noop_false_positives": fps,
+            "perturbations_per_minute": [round(x, 2) for x in per_min],
+            "targets": {"found_of_12": 6, "noop_false_positives": 0, "perturbations_per_minute_idle": 20},
+            "evidence": str(out)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
