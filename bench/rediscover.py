@@ -24,12 +24,14 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, load, write_result  # noqa: E402
+
+from harness.explore.findings import key_matches  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,6 @@ class Bug:
     fixed_patches: tuple[str, ...] = ()
     #: Why explore may not reach it from the control (empty: a wire ordering of the control can make it).
     scene: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 C = "cases/"
@@ -82,16 +83,19 @@ BUGS: tuple[Bug, ...] = (
 
 
 def signature_hit(keys: list[str], signature: tuple[str, ...]) -> list[str]:
-    """The finding keys ("checker:subject[:how]") that name the bug: a key equal to a signature entry or
-    starting with it and ":" ("liveness:s" matches "liveness:s:never"; "quota" matches "quota:cq")."""
-    return [k for k in keys if any(k == s or k.startswith(s + ":") for s in signature)]
+    """The finding keys ("checker:subject[:how]") that name the bug (harness/explore/findings.py
+    key_matches: "liveness:s" names "liveness:s:never"; "quota" names "quota:cq")."""
+    return [k for k in keys if key_matches(k, signature)]
 
 
 def explore(control: str, version: str, patches: tuple[str, ...], out: Path, minutes: float,
-            max_runs: int | None) -> dict[str, Any]:
-    """One exploration of `control` on `version` (+ patches); its explore.json, or {"error": why}."""
+            max_runs: int | None, stop_on: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One exploration of `control` on `version` (+ patches), ending early once a finding named by
+    `stop_on` was seen (`explore --stop-on`); its explore.json, or {"error": why}."""
     cmd = [str(ROOT / ".venv/bin/kueue-harness"), "explore", control, "--kueue-version", version, "--out", str(out),
            "--minutes", str(minutes)]
+    for k in stop_on:
+        cmd += ["--stop-on", k]
     for p in patches:
         cmd += ["--kueue-patch", p]
     if max_runs:
@@ -146,26 +150,33 @@ def main() -> int:
     load_before, rows = load(), []
     for b in bugs:
         slug = b.bug.rpartition("#")[2]
-        a = judge(b, explore(b.control, b.affected, (), out / slug / b.affected, args.minutes, None))
+        a = judge(b, explore(b.control, b.affected, (), out / slug / b.affected, args.minutes, None, b.signature))
         row: dict[str, Any] = {"bug": b.bug, "control": b.control, "build": b.affected, "signature": list(b.signature),
                                **{k: a.get(k) for k in ("found", "perturbation", "minute", "key", "plan", "reproduced")},
                                "affected": a, "scene": b.scene or None}
-        if b.fixed and not args.no_fixed:
+        if b.fixed and not args.no_fixed and not a.get("found"):
+            row["fixed"] = {"skipped": "not found on the affected build: nothing to disappear"}
+        elif b.fixed and not args.no_fixed:
+            # The whole budget, not --stop-on: a fixed build is judged by finding nothing in as many tries.
             tried = ((a.get("counts") or {}).get("tried")) or None
             fb = b.fixed + ("+patch" if b.fixed_patches else "")
             f = judge(b, explore(b.control, b.fixed, b.fixed_patches, out / slug / fb, args.minutes, tried))
             row["fixed_build"], row["fixed"] = fb, f
             row["gone_on_fixed"] = None if f.get("found") is None else not f["found"]
         rows.append(row)
-        write_result("explore-rediscovery" + (f"-{args.tag}" if args.tag else ""), summary(rows, args, load_before, out))
-    data = summary(rows, args, load_before, out)
-    write_result("explore-rediscovery" + (f"-{args.tag}" if args.tag else ""), data)
+        data = summary(rows, args, load_before, out)
+        write_result("explore-rediscovery" + (f"-{args.tag}" if args.tag else ""), data)
+    if not rows:
+        return 0
     print(f"\n{'bug':<30} {'build':<8} {'found':<6} {'pert':>5} {'min':>6}  fixed")
     for r in rows:
         fixed = r.get("fixed") or {}
-        gone = {True: "gone", False: "STILL FOUND", None: "error"}.get(r.get("gone_on_fixed"), "-")
+        if "skipped" in fixed or not fixed:
+            gone = "-"
+        else:
+            gone = {True: "gone", False: "STILL FOUND", None: "error"}[r.get("gone_on_fixed")]
         print(f"{r['bug']:<30} {r['build']:<8} {str(r['found']):<6} {str(r['perturbation'] or '-'):>5} "
-              f"{str(r['minute'] or '-'):>6}  {r.get('fixed_build', '-')} {gone if fixed else '-'}")
+              f"{str(r['minute'] or '-'):>6}  {r.get('fixed_build', '-')} {gone}")
     print(f"found {data['found']} of {len(rows)}; false positives in no-op runs: {data['noop_false_positives']}")
     return 0
 

@@ -37,6 +37,9 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--noop-every", type=int, default=20, help="a no-op run every N perturbations (default 20)")
     ex.add_argument("--reference", help="reuse the reference runs of an earlier exploration's folder")
     ex.add_argument("--stop-after", type=int, help="stop once this many distinct violations were found")
+    ex.add_argument("--stop-on", action="append", default=[], metavar="KEY",
+                    help="stop once a finding's key is KEY or starts with KEY: (repeatable), e.g. 'liveness:s' or "
+                         "'quota'")
     ex.add_argument("--oracle", action="append", default=[], metavar="NAME[=JSON]",
                     help="judge every run also by this checker with these parameters (repeatable), e.g. "
                          "'write_count={\"write\": \"eviction\", \"max\": 1}' (docs/checkers.md)")
@@ -84,6 +87,7 @@ def cli(args: Any) -> int:
     ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
                   max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
                   reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
+                  stop_on=tuple(getattr(args, "stop_on", None) or ()),
                   reference_only=args.reference_only, stream=args.stream,
                   oracles=tuple(getattr(args, "oracle", None) or ()))
     def interrupted(signum: int, frame: Any) -> None:

@@ -40,7 +40,7 @@ from harness.common import paths
 from harness.common.errors import HarnessError
 from harness.explore import PROGRESS_FILE, RESULT_FILE, generate, oracles, salvage
 from harness.explore.cases import case_slug, resolve_case  # noqa: F401 - resolve_case: re-exported
-from harness.explore.findings import clusters, outcome, violation_keys
+from harness.explore.findings import clusters, key_matches, outcome, violation_keys
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
 from harness.explore.plugin import same_case
@@ -95,7 +95,7 @@ class Explorer:
     def __init__(self, cases: list[str], spec: Any, out: Path, *, minutes: float = 30.0, max_runs: int = 400,
                  batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 5,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
-                 stop_after: int | None = None, reference_only: bool = False, stream: bool = True,
+                 stop_after: int | None = None, stop_on: tuple[str, ...] = (), reference_only: bool = False, stream: bool = True,
                  oracles: tuple[str, ...] = (),
                  say: Callable[[str], None] = print) -> None:
         self.cases, self.spec, self.out, self.say = cases, spec, out, say
@@ -105,6 +105,8 @@ class Explorer:
         self.shard, self.max_depth, self.min_runs, self.noop_every = shard, max_depth, max(1, min_runs), max(1, noop_every)
         self.reference_dir, self.minimize_budget, self.stop_after = reference, minimize_minutes * 60.0, stop_after
         self.reference_only = reference_only
+        #: `--stop-on KEY` values: the search ends once a finding's key is named by one (findings.key_matches).
+        self.stop_on = tuple(stop_on)
         #: One environment for the whole search (harness/explore/stream.py), else one per batch.
         self.streaming = stream
         self.stream: Stream | None = None
@@ -374,6 +376,10 @@ class Explorer:
         while self.queue and self.tried < self.max_runs and self.left() > 0:
             if self.stop_after is not None and len(self.findings) >= self.stop_after:
                 self.say(f"[explore] {len(self.findings)} distinct violation(s) found: stopping (--stop-after)")
+                break
+            named = [k for k in self.findings if key_matches(k, self.stop_on)] if self.stop_on else []
+            if named:
+                self.say(f"[explore] {', '.join(named)} found: stopping (--stop-on {' '.join(self.stop_on)})")
                 break
             items = self.next_items()
             got = self.run_batch(items)

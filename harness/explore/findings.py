@@ -33,6 +33,13 @@ def violation_keys(findings: Iterable[Mapping[str, Any]]) -> list[str]:
     return sorted(set(out))
 
 
+def key_matches(key: str, prefixes: Iterable[str]) -> bool:
+    """Whether finding `key` ("checker:subject[:how]") is named by one of `prefixes`: equal to one, or
+    starting with it and ":" ("liveness:s" names "liveness:s:never"; "quota" names "quota:cq", not
+    "quotas:x"). Used by `explore --stop-on` and bench/rediscover.py."""
+    return any(key == p or key.startswith(p + ":") for p in prefixes)
+
+
 def cluster_key(key: str, moves: Iterable[Mapping[str, Any]]) -> str:
     """The root-cause cluster of a finding `key` with minimal plan `moves` (model.move_to_dict shapes):
     "liveness:stuck | hold_response admission (subject), hold eviction (other)". The subject's role is the

@@ -537,6 +537,47 @@ def test_search_order_noop_runs_extensions_and_minimising(tmp_path: Path) -> Non
     assert "| 9 |" in driver.render_summary(ex.write())
 
 
+def test_stop_on_ends_the_search_once_a_named_finding_was_seen(tmp_path: Path) -> None:
+    """`explore --stop-on liveness:job2`: the batch that found liveness:job2:stuck is the last perturbation
+    batch (its minimising still runs); a key the prefix does not name ("quota") does not stop it."""
+    from harness.explore.findings import key_matches
+
+    assert key_matches("liveness:job2:stuck", ["liveness:job2"]) and key_matches("quota:cq", ["quota"])
+    assert not key_matches("quotas:cq", ["quota"]) and not key_matches("liveness:job1:stuck", ["liveness:job2"])
+
+    class Spec:
+        wanted = "v0.17.0"
+
+        def cli_args(self):
+            return ["--kueue-version", "v0.17.0"]
+
+    stuck = {"check": "liveness", "result": "violated", "summary": "job2 is stuck: got no quota (1.0s, conclusive)"}
+
+    def fake_batch(items):
+        out = {}
+        for rid, cand, case in items:
+            res = {"events": reference(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
+                   "verdict": "passed", "seconds": 1.0, "evidence": str(tmp_path), "bundle": ""}
+            if cand is not None and cand.moves[0].kind == "hold" and cand.moves[0].after[0].target == EVI1 \
+                    and cand.moves[0].after[0].mode == "answered":
+                res.update(verdict="reproduced", findings=[stuck])
+            out[rid] = res
+        return out
+
+    said: list[str] = []
+    for stop_on, tried in ((("liveness:job2",), 3), (("quota",), 9)):
+        said.clear()
+        ex = driver.Explorer(["c.py::test_x_control"], Spec(), tmp_path / stop_on[0], batch=4, noop_every=3,
+                             max_runs=9, min_runs=2, stop_on=stop_on, say=said.append)
+        ex.run_batch = fake_batch  # type: ignore[method-assign]
+        trace = Trace.from_events(reference(), NS, ["job1", "job2"])
+        ex.coverage |= trace.facts()
+        ex.seed({"c.py::test_x_control": trace})
+        ex.search({"c.py::test_x_control": trace})
+        assert ex.counts()["tried"] == tried, stop_on
+        assert any("stopping (--stop-on" in s for s in said) == (stop_on == ("liveness:job2",))
+
+
 def test_the_same_plan_on_two_cases_is_two_candidates() -> None:
     t = Trace.from_events(reference(), NS, ["job1", "job2"])
     seen: set = set()
