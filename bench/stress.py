@@ -215,6 +215,29 @@ def retally(path: Path) -> dict[str, Any]:
     return data
 
 
+def combine(paths: list[Path]) -> dict[str, Any]:
+    """One results document from several results files of the same Kueue version (runs of one proof made
+    in parts): every run of each, re-tallied; `sources` names the files and their runs, `burners` and
+    `load_1m` span them. Raises ValueError naming the files when their versions differ."""
+    docs = [(p, json.loads(p.read_text())) for p in paths]
+    versions = {d.get("kueue_version") for _, d in docs}
+    if len(versions) != 1:
+        raise ValueError(f"these files ran different Kueue versions ({', '.join(sorted(map(str, versions)))}): "
+                         + ", ".join(f"{p.name} {d.get('kueue_version')}" for p, d in docs))
+    runs = [r for _, d in docs for r in d.get("run_details") or []]
+    t = tally(runs)
+    lows = [d["load_1m"]["min"] for _, d in docs if (d.get("load_1m") or {}).get("min") is not None]
+    highs = [d["load_1m"]["max"] for _, d in docs if (d.get("load_1m") or {}).get("max") is not None]
+    return {"benchmark": "stress", "combined": True, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": docs[0][1].get("machine"), "kueue_version": versions.pop(),
+            "sources": [{"file": p.name, "runs": d.get("runs"), "burners": d.get("burners"), "tree": d.get("tree"),
+                         "wrong_verdicts": d.get("wrong_verdicts")} for p, d in docs],
+            "wrong_verdicts": t["wrong_verdicts"], "by_kind": t["by_kind"], "runs": len(runs),
+            "burners": sorted({d.get("burners") for _, d in docs}, key=lambda x: (x is None, x)),
+            "load_1m": {"min": min(lows, default=None), "max": max(highs, default=None)},
+            "main_job_exits": [r.get("exit") for r in runs], "cases": t["cases"], "missing": t["missing"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10, help="runs of the main job (default 10)")
@@ -227,7 +250,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="", help="added to the results file name")
     ap.add_argument("--retally", metavar="FILE", help="re-count an existing results file (runs stopped early: "
                                                       "from their case bundles) and print its table; runs nothing")
+    ap.add_argument("--combine", nargs="+", metavar="FILE",
+                    help="one results file from several of the same Kueue version (a proof made in parts): "
+                         "bench/results/<date>-stress-combined[-TAG].json; runs nothing")
     args = ap.parse_args(argv)
+    if args.combine:
+        try:
+            data = combine([Path(f) for f in args.combine])
+        except (OSError, ValueError) as e:
+            ap.error(f"--combine: {e}")
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        out = RESULTS / f"{time.strftime('%Y-%m-%d')}-stress-combined{'-' + args.tag if args.tag else ''}.json"
+        if out.exists():
+            ap.error(f"{out} exists: results are never overwritten; give another --tag")
+        out.write_text(json.dumps(data, indent=2, default=str) + "\n")
+        print(table({k: data[k] for k in ("wrong_verdicts", "by_kind", "cases")}, data["runs"]))
+        print(f"main job exit codes: {data['main_job_exits']}; load (1 min) {data['load_1m']['min']}–{data['load_1m']['max']}")
+        print(f"written: {out.relative_to(ROOT)}")
+        return 0 if data["wrong_verdicts"] == 0 and all(x == 0 for x in data["main_job_exits"]) else 1
     if args.retally:
         data = retally(Path(args.retally))
         print(table({k: data[k] for k in ("wrong_verdicts", "by_kind", "cases")}, data["runs"]))

@@ -53,3 +53,26 @@ def test_cases_from_bundles_of_a_run_stopped_early(tmp_path) -> None:
     (tmp_path / "run-1" / "cases" / "broken" / "bundle.json").write_text("{")
     assert stress.cases_from_bundles(tmp_path / "run-1") == [
         {"case": "c.py::test_x", "verdict": "reproduced", "expected": "reproduced", "seconds": 4.0, "detail": "d"}]
+
+
+def test_combine_retallies_every_run_and_refuses_two_versions(tmp_path) -> None:
+    import json
+
+    import pytest
+
+    def doc(version, verdicts, burners):
+        return {"kueue_version": version, "runs": len(verdicts), "burners": burners, "wrong_verdicts": 0,
+                "load_1m": {"min": 9.0 + burners, "max": 15.0 + burners},
+                "run_details": [{"exit": 0, "cases": [{"case": "a.py::t", "verdict": v, "expected": "reproduced"}]}
+                                for v in verdicts]}
+
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    a.write_text(json.dumps(doc("v0.19.2", ["reproduced"], 16)))
+    b.write_text(json.dumps(doc("v0.19.2", ["reproduced", "passed"], 8)))
+    c.write_text(json.dumps(doc("v0.17.0", ["reproduced"], 16)))
+    d = stress.combine([a, b])
+    assert d["runs"] == 3 and d["wrong_verdicts"] == 1 and d["by_kind"] == {"false pass": 1}  # re-counted, not summed
+    assert d["burners"] == [8, 16] and d["load_1m"] == {"min": 17.0, "max": 31.0}
+    assert [s["file"] for s in d["sources"]] == ["a.json", "b.json"] and d["main_job_exits"] == [0, 0, 0]
+    with pytest.raises(ValueError, match="different Kueue versions"):
+        stress.combine([a, c])
