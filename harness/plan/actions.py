@@ -63,6 +63,9 @@ class Action:
     trigger_states: ClassVar[tuple[str, ...]] = ("answered",)
     #: Whether a rule of this kind takes a `release` (its triggers end a hold / fire a signal).
     takes_release: ClassVar[bool] = False
+    #: Whether a rule of this kind uses the base `delay` key (delay, fail, delay_watch_events); any other
+    #: kind refuses a `delay` > 0 instead of ignoring it (Rule.from_dict).
+    takes_delay: ClassVar[bool] = False
     #: Extra rule keys this kind takes, with their defaults (stored in Rule.params).
     params: ClassVar[dict[str, Any]] = {}
     #: One line for docs and `kueue-harness` help: what the kind does.
@@ -185,6 +188,7 @@ class Hold(Action):
 class Delay(Action):
     """Wait `delay` seconds at `stage`, then go on."""
 
+    takes_delay = True
     name = "delay"
     one_line = "wait `delay` seconds, then continue"
 
@@ -205,6 +209,7 @@ class Fail(Action):
     v0.19.2 retried a failing eviction ~75 times a second, and the flood of flows and log lines made a
     case on a loaded machine last 79 s instead of 7 s. A pace, never an ordering (docs/fault-plans.md)."""
 
+    takes_delay = True
     name = "fail"
     one_line = "answer `status` with a Kubernetes Status body (after `delay` seconds when given)"
 
@@ -289,6 +294,7 @@ class DelayWatchEvents(_WatchAction):
     same watch stream wait behind them (a watch is ordered). Held lines go out with the first chunk that
     arrives after their due time: the harness makes one arrive (harness/nemesis/runner.py touches a Workload)."""
 
+    takes_delay = True
     name = "delay_watch_events"
     needs_ticks = True
     stage_hint = "watch rules act on Kueue's Workload watch streams"

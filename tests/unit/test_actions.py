@@ -118,6 +118,10 @@ def test_describe_an_unknown_action_names_it() -> None:
         ({"action": "restart_kueue", "times": 2}, ["restart_kueue fires once"], "times"),
         ({"action": "restart_kueue", "release": {"timeout": 3, "on_timeout": "fail"}}, ["cannot fail"], "release"),
         ({"action": "hold", "kill": True}, ["kill applies to action restart_kueue only, not hold"], "kill"),
+        ({"action": "hold", "delay": 2}, ["delay applies to actions delay, fail, delay_watch_events only, not hold",
+                                          "release.timeout"], "delay"),
+        ({"action": "observe", "delay": 0.5}, ["delay applies to actions", "not observe"], "delay"),
+        ({"action": "reset", "delay": 1}, ["not reset"], "delay"),
         ({"action": "fail", "release": {"timeout": 1}}, ["`release` applies to actions hold, restart_kueue only"],
          "release"),
         ({"action": "explode"}, ["action 'explode' is not one of hold, delay, fail, reset, observe, "

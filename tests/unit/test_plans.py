@@ -695,7 +695,6 @@ def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
             status: 409
             reason: Conflict
             message: m
-            delay: 0.5
             max_hold: 30
             release:
               after:
@@ -708,6 +707,10 @@ def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
               message: late
           - id: other
             action: hold
+          - id: paced
+            match: {write: eviction}
+            action: fail
+            delay: 0.5
     """)
     path = tmp_path / "plan.yaml"
     path.write_text(text)
@@ -718,6 +721,7 @@ def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
     r = plan.rules[0]
     assert r.times is None and r.release.timeout == 12.5 and r.release.on_timeout == "fail"
     assert [t.ref for t in r.release.after] == ["other", "other"]
+    assert plan.rules[2].delay == 0.5
 
 
 def test_the_docs_yaml_examples_load() -> None:
