@@ -47,6 +47,11 @@ EXPLORE_STEP = 8.0
 #: when no invariant is violated: Kueue reacts to a late write within ~0.1-1 s (a late admission's
 #: oversubscription shows within ~100 ms: cases/kueue_11480/plans/quota-oversubscription.yaml).
 SETTLE = 2.0
+#: Seconds without any proxy event (and no flow held) after which a perturbed run is *quiet*: a plan step
+#: it still waits for is not waited for longer (PerturbedRun.quiet). Above Kueue's 1 s status batch period
+#: and its first requeue backoffs. Only the case's wait ends: the step may still run while the run settles,
+#: and `steps_done` judges whether it did.
+PLAN_QUIET = 6.0
 #: Seconds a step of a case under a plan that restarts Kueue waits for a restart to begin, and at most for
 #: it to finish (a restart takes 0.4-1.4 s: docs/fault-plans.md, "Process faults").
 RESTART_GRACE = 0.3
@@ -275,6 +280,7 @@ class PerturbedRun:
                    moves=self.run.get("words", ""))
         ctx.load_plan(self.plan_file)
         ctx.step_wait = self.step_wait
+        ctx.plan_quiet = self.quiet
 
     def _holding(self) -> bool:
         """Whether the proxy holds a flow of this run's plan now, or a process fault of it is under way."""
@@ -283,6 +289,17 @@ class PerturbedRun:
             return True
         nem = getattr(self.ctx, "nemesis", None)
         return bool(nem is not None and getattr(nem, "busy", lambda: False)())
+
+    def quiet(self) -> str | None:
+        """Why this run went quiet — the plan holds no flow and no process fault is under way, and no
+        proxy event came for PLAN_QUIET seconds — or None. A plan step still waiting then waits for
+        triggers the perturbation blocked (a held admission that never lets the preemptor in): the case's
+        `wait_plan` stops waiting for it (CaseContext.plan_quiet), and `steps_done` judges the run."""
+        if self._holding():
+            return None
+        last = max((float(e.get("ts") or 0.0) for e in self.ctx.proxy.case_events()), default=self.started)
+        idle = time.time() - max(last, self.started)
+        return f"nothing reached the proxy for {idle:.1f}s and the plan held nothing" if idle >= PLAN_QUIET else None
 
     def step_wait(self, read: Callable[[], Any], pred: Callable[[Any], bool], timeout: float, what: str) -> Any:
         """A case's step under the plan: return `read()` once `pred` holds, or once the plan holds a flow,

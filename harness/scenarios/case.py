@@ -51,6 +51,10 @@ class CaseContext:
     #: Set for a perturbed run (`--plan`, explore: harness/explore/plugin.py): how the case's step waits
     #: wait (harness/scenarios/setups.py wait_workload), as step_wait(read, pred, timeout, what) -> object.
     step_wait: Any = None
+    #: Set for a perturbed run too: plan_quiet() -> why the run went quiet (the plan holds nothing and
+    #: nothing reached the proxy for a while), or None; `wait_plan` then stops waiting for a plan step or
+    #: rule that has not ended (harness/explore/plugin.py PLAN_QUIET).
+    plan_quiet: Any = None
     #: The composed verdict (harness/checkers/base.Verdict) once the case was judged.
     judged: Any = None
     #: Whether its teardown writes the evidence bundle (explore's runs without a violation do not:
@@ -240,12 +244,27 @@ class CaseContext:
     def wait_plan(self, rule_ids: list[str], timeout: float) -> None:
         """Wait (at most `timeout` seconds per rule) until each hold rule let its flow go, however it ended,
         and each plan step (or process fault) finished, ok or not; whether they ended by their triggers and
-        succeeded is for the `forced` and `steps_done` assumption checkers to say."""
+        succeeded is for the `forced` and `steps_done` assumption checkers to say. In a perturbed run
+        (`plan_quiet` set) a wait also ends once the run went quiet: a step whose triggers the perturbation
+        blocked would otherwise be waited for `timeout` seconds; `steps_done` still judges it."""
+        ends = ("released", "hold_timeout", "failed", "hold_expired", "signal_done")
         for rid in rule_ids:
+            def ended(e: dict[str, Any], rid: str = rid) -> bool:
+                return e["event"] in ends and e.get("rule") == rid
+
+            what = f"plan rule {rid} to let its flow go"
             try:
-                ev = self.proxy.wait_event(lambda e, rid=rid: e["event"] in ("released", "hold_timeout", "failed",
-                                                                             "hold_expired", "signal_done")
-                                           and e.get("rule") == rid, timeout, f"plan rule {rid} to let its flow go")
+                if self.plan_quiet is None:
+                    ev = self.proxy.wait_event(ended, timeout, what)
+                else:
+                    def probe(ended=ended) -> dict[str, Any] | None:
+                        e = next((e for e in self.proxy.case_events() if ended(e)), None)
+                        if e is not None:
+                            return e
+                        why = self.plan_quiet()
+                        return {"why": f"not ended: {why}", "label": ""} if why else None
+
+                    ev = wait_for(probe, timeout=timeout, interval=0.2, what=what)
                 self.record("plan_step", rule=rid, why=ev.get("why"), label=ev.get("label"))
             except WaitTimeout:
                 self.record("plan_step", rule=rid, why="did not end in time", label="")

@@ -724,3 +724,26 @@ def test_watch_caught_up_when_kueue_saw_the_object_as_it_is() -> None:
                    require_invariant=False).verdict == "passed"
     assert compose(sel, h, {"workloads": []}, require_invariant=False).verdict == "passed"  # deleted: Kueue learns that anyway
     assert compose(sel, [h[0], h[2]], {"workloads": [wl]}).findings[0].result == "not applicable"
+
+
+def test_a_perturbed_run_is_quiet_when_nothing_is_held_and_nothing_came_for_a_while() -> None:
+    import time
+    from types import SimpleNamespace
+
+    from harness.explore import plugin
+
+    now = time.time()
+    held: list[dict] = []
+    events = [{"event": "request", "ts": now - 10}]
+    proxy = SimpleNamespace(state=lambda: {"holds": held}, case_events=lambda: events)
+    p = plugin.PerturbedRun.__new__(plugin.PerturbedRun)
+    p.ctx, p.rule_ids, p.started = SimpleNamespace(proxy=proxy, nemesis=None), {"admission-v1"}, now - 20
+    assert "nothing reached the proxy for 10" in (p.quiet() or "")
+    held.append({"rule": "admission-v1"})
+    assert p.quiet() is None  # a flow of the plan is held: its release is still to come
+    held.clear()
+    events.append({"event": "response", "ts": now - 1})
+    assert p.quiet() is None  # something came a second ago
+    p.started = now  # a run that just began is not quiet, whatever came before it
+    events[:] = [{"event": "request", "ts": now - 60}]
+    assert p.quiet() is None

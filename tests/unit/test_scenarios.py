@@ -86,3 +86,30 @@ def test_admitted_jobs_submits_in_order_and_waits_for_each_quota_reservation():
                                     "job-b": dict(queue="cq1", priority="low", cpu="3")})
     assert list(got) == ["job-a", "job-b"] and all(o.is_true(w, "QuotaReserved") for w in got.values())
     assert [j["metadata"]["name"] for j in case.cluster.of("Job")] == ["job-a", "job-b"]
+
+
+def test_wait_plan_of_a_perturbed_run_ends_when_the_run_went_quiet() -> None:
+    """CaseContext.wait_plan: without plan_quiet it waits for the rule's end (here: the end is there); with
+    plan_quiet saying the run is quiet, a step that never ended is not waited for its whole timeout."""
+    import time
+    from types import SimpleNamespace
+
+    from harness.scenarios.case import CaseContext
+
+    recorded: list[dict] = []
+    events = [{"event": "signal_done", "rule": "s", "ts": 1.0, "why": "triggers: x"}]
+    proxy = SimpleNamespace(case_events=lambda: events,
+                            wait_event=lambda pred, timeout, what: next(e for e in events if pred(e)))
+    ctx = SimpleNamespace(proxy=proxy, plan_quiet=None, record=lambda kind, **kw: recorded.append({"kind": kind, **kw}))
+    CaseContext.wait_plan(ctx, ["s"], 30)  # type: ignore[arg-type]
+    assert recorded[-1]["why"] == "triggers: x"
+    quiet = iter([None, None, "nothing reached the proxy for 6.0s and the plan held nothing"])
+    ctx.plan_quiet = lambda: next(quiet)
+    t0 = time.monotonic()
+    CaseContext.wait_plan(ctx, ["never"], 30)  # type: ignore[arg-type]
+    assert time.monotonic() - t0 < 5
+    assert recorded[-1] == {"kind": "plan_step", "rule": "never", "label": "",
+                            "why": "not ended: nothing reached the proxy for 6.0s and the plan held nothing"}
+    ctx.plan_quiet = lambda: None
+    CaseContext.wait_plan(ctx, ["s"], 30)  # type: ignore[arg-type]  # an ended rule is found at once
+    assert recorded[-1]["why"] == "triggers: x"
