@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import subprocess
 import sys
 import time
@@ -141,6 +143,12 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="folder (default artifacts/bench-rediscover-<time>)")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
+    if not math.isfinite(args.minutes) or args.minutes <= 0:
+        ap.error(f"--minutes must be a finite number above 0, got {args.minutes}")
+    if args.tag and not re.fullmatch(r"[A-Za-z0-9._-]+", args.tag):
+        ap.error(f"--tag {args.tag!r}: letters, digits, '.', '_' and '-' only (it is part of a file name)")
+    if args.bugs.strip() and not [b for b in args.bugs.split(",") if b.strip()]:
+        ap.error(f"--bugs {args.bugs!r} names no bug; leave it out for all twelve")
     wanted = {b.strip().lstrip("#") for b in args.bugs.split(",") if b.strip()}
     bugs = [b for b in BUGS if not wanted or b.bug.rpartition("#")[2] in wanted]
     if wanted - {b.bug.rpartition("#")[2] for b in BUGS}:

@@ -203,7 +203,7 @@ def run_main_job(art: Path, kueue_version: str, k: str | None, timeout: float) -
 def retally(path: Path) -> dict[str, Any]:
     """Re-count a results file: runs stopped before their summary.json take their verdicts from the case
     bundles they left (cases_from_bundles); writes the file back (`retallied`: true) and returns it."""
-    data = json.loads(path.read_text())
+    data = _stress_doc(path)  # checked before anything is written back
     for r in data.get("run_details") or []:
         if not r.get("cases") or r.get("complete") is False:
             r["cases"] = cases_from_bundles(Path(r["artifacts"]))
@@ -215,27 +215,53 @@ def retally(path: Path) -> dict[str, Any]:
     return data
 
 
+def _stress_doc(path: Path) -> dict[str, Any]:
+    """A stress results file read and checked: a JSON object with `"benchmark": "stress"`, a Kueue version
+    and `run_details`, a list of runs each with a `cases` list. Raises ValueError naming the file and what
+    is wrong (OSError when it cannot be read)."""
+    try:
+        d = json.loads(path.read_text())
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a text file ({e.reason})") from None
+    except ValueError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    if not isinstance(d, dict) or d.get("benchmark") != "stress":
+        raise ValueError(f"{path}: not a results file of bench/stress.py (no \"benchmark\": \"stress\")")
+    if not isinstance(d.get("kueue_version"), str):
+        raise ValueError(f"{path}: no kueue_version")
+    runs = d.get("run_details")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("cases"), list)
+                                             and all(isinstance(c, dict) and "case" in c for c in r["cases"])
+                                             for r in runs):
+        raise ValueError(f"{path}: run_details is not a list of runs with their cases")
+    return d
+
+
 def combine(paths: list[Path]) -> dict[str, Any]:
     """One results document from several results files of the same Kueue version (runs of one proof made
     in parts): every run of each, re-tallied; `sources` names the files and their runs, `burners` and
     `load_1m` span them. Raises ValueError naming the files when their versions differ."""
-    docs = [(p, json.loads(p.read_text())) for p in paths]
-    versions = {d.get("kueue_version") for _, d in docs}
+    if len({p.resolve() for p in paths}) != len(paths):
+        raise ValueError("a file is given twice: its runs would count twice")
+    docs = [(p, _stress_doc(p)) for p in paths]
+    versions = {str(d.get("kueue_version")) for _, d in docs}
     if len(versions) != 1:
         raise ValueError(f"these files ran different Kueue versions ({', '.join(sorted(map(str, versions)))}): "
                          + ", ".join(f"{p.name} {d.get('kueue_version')}" for p, d in docs))
-    runs = [r for _, d in docs for r in d.get("run_details") or []]
+    runs = [r for _, d in docs for r in d["run_details"]]
     t = tally(runs)
-    lows = [d["load_1m"]["min"] for _, d in docs if (d.get("load_1m") or {}).get("min") is not None]
-    highs = [d["load_1m"]["max"] for _, d in docs if (d.get("load_1m") or {}).get("max") is not None]
+    loads = [d.get("load_1m") if isinstance(d.get("load_1m"), dict) else {} for _, d in docs]
+    lows = [x["min"] for x in loads if isinstance(x.get("min"), (int, float))]
+    highs = [x["max"] for x in loads if isinstance(x.get("max"), (int, float))]
     return {"benchmark": "stress", "combined": True, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "machine": docs[0][1].get("machine"), "kueue_version": versions.pop(),
             "sources": [{"file": p.name, "runs": d.get("runs"), "burners": d.get("burners"), "tree": d.get("tree"),
                          "wrong_verdicts": d.get("wrong_verdicts")} for p, d in docs],
             "wrong_verdicts": t["wrong_verdicts"], "by_kind": t["by_kind"], "runs": len(runs),
-            "burners": sorted({d.get("burners") for _, d in docs}, key=lambda x: (x is None, x)),
+            "burners": sorted({d["burners"] for _, d in docs if isinstance(d.get("burners"), int)}),
             "load_1m": {"min": min(lows, default=None), "max": max(highs, default=None)},
-            "main_job_exits": [r.get("exit") for r in runs], "cases": t["cases"], "missing": t["missing"]}
+            "main_job_exits": [r.get("exit") for r in runs], "cases": t["cases"], "missing": t["missing"],
+            "run_details": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="one results file from several of the same Kueue version (a proof made in parts): "
                          "bench/results/<date>-stress-combined[-TAG].json; runs nothing")
     args = ap.parse_args(argv)
+    if args.tag and not re.fullmatch(r"[A-Za-z0-9._-]+", args.tag):
+        ap.error(f"--tag {args.tag!r}: letters, digits, '.', '_' and '-' only (it is part of a file name)")
     if args.combine:
         try:
             data = combine([Path(f) for f in args.combine])
@@ -269,8 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"written: {out.relative_to(ROOT)}")
         return 0 if data["wrong_verdicts"] == 0 and all(x == 0 for x in data["main_job_exits"]) else 1
     if args.retally:
-        data = retally(Path(args.retally))
-        print(table({k: data[k] for k in ("wrong_verdicts", "by_kind", "cases")}, data["runs"]))
+        try:
+            data = retally(Path(args.retally))
+        except (OSError, ValueError) as e:
+            ap.error(f"--retally: {e}")
+        print(table({k: data[k] for k in ("wrong_verdicts", "by_kind", "cases")}, len(data["run_details"])))
         return 0 if data["wrong_verdicts"] == 0 else 1
     if args.runs < 1 or args.burners < 0:
         ap.error("--runs must be >= 1 and --burners >= 0")

@@ -5,12 +5,14 @@ merges shards (tables.py).
 
 from __future__ import annotations
 
+import math
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.checkers import REGISTRY
 from harness.common.errors import HarnessError
 from harness.explore import generate
 from harness.explore.driver import Explorer, resolve_case
@@ -64,9 +66,15 @@ def cli(args: Any) -> int:
         shard = generate.parse_shard(args.shard)
     except ValueError as e:
         raise HarnessError(str(e)) from None
-    for k in ("minutes", "max_runs", "batch", "max_depth", "min_runs", "noop_every"):
-        if getattr(args, k) is not None and getattr(args, k) <= 0:
-            raise HarnessError(f"--{k.replace('_', '-')} must be above 0, got {getattr(args, k)}")
+    for k in ("minutes", "max_runs", "batch", "max_depth", "min_runs", "noop_every", "stop_after"):
+        v = getattr(args, k, None)
+        if v is not None and (not math.isfinite(v) or v <= 0):
+            raise HarnessError(f"--{k.replace('_', '-')} must be a finite number above 0, got {v}")
+    for key in getattr(args, "stop_on", None) or ():
+        check = key.split(":")[0]
+        if not key.strip() or any(not part for part in key.split(":")) or check not in REGISTRY:
+            raise HarnessError(f"--stop-on {key!r}: give a finding key or its start, CHECKER[:SUBJECT[:HOW]] "
+                               f"(e.g. 'liveness:s' or 'quota'), CHECKER one of {', '.join(sorted(REGISTRY))}")
     import pytest
 
     from harness.explore.plugin import parse_oracles
@@ -76,9 +84,19 @@ def cli(args: Any) -> int:
     except pytest.UsageError as e:
         raise HarnessError(str(e)) from None
     cases = [resolve_case(c) for c in args.cases]
+    twice = sorted({c for c in cases if cases.count(c) > 1})
+    if twice:
+        raise HarnessError(f"{', '.join(twice)}: given more than once; give each control case once")
+    if args.reference and not (Path(args.reference) / "reference").is_dir():
+        raise HarnessError(f"--reference {args.reference}: not the folder of an earlier `kueue-harness explore` "
+                           "(it has no reference/ folder)")
+    if getattr(args, "kueue_source", None) and not Path(args.kueue_source).is_dir():
+        raise HarnessError(f"--kueue-source {args.kueue_source}: no such folder (a Kueue working tree)")
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
                                   getattr(args, "kueue_patch", None))
     out = Path(args.out or Path("artifacts") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    if out.exists() and not out.is_dir():
+        raise HarnessError(f"--out {out} is a file, not a folder: give a new folder for the exploration")
     if out.is_dir() and any(out.iterdir()):
         raise HarnessError(f"--out {out} already holds files (an earlier exploration?): evidence is never overwritten. "
                            "Give a new folder; `--reference DIR` reuses an earlier exploration's reference runs")

@@ -218,14 +218,17 @@ class Fail(Action):
         return f"fail {rule.get('status', 500)} {rule.get('reason', 'InternalError')}{after}" + (
             " (after kube-apiserver applied it)" if rule.get("stage") == "response" else "")
 
+    def validate(self, rule: "Rule") -> None:
+        if not 400 <= rule.status <= 599:
+            # A Kubernetes Status of a failed call: client-go treats any other answer as a success or a redirect.
+            raise RuleError(f"rule {rule.id}: a fail answers an error: status must be 400-599, got {rule.status}",
+                            key="status")
+
     async def apply(self, act: FlowAct, rule: "Rule", stage: str) -> None:
         if rule.delay > 0:
             await act.sleep(rule.delay)
-            act.fail(rule.status, rule.reason, rule.message)
-            act.log("failed", status=rule.status, after=rule.delay)
-            return
         act.fail(rule.status, rule.reason, rule.message)
-        act.log("failed", status=rule.status)
+        act.log("failed", status=rule.status, **({"after": rule.delay} if rule.delay > 0 else {}))
 
 
 @register

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -396,6 +397,10 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
             data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
+    except yaml.reader.ReaderError as e:  # a character YAML never allows (NUL, BEL, ESC, …): not "marked"
+        line = text.count("\n", 0, max(0, int(e.position or 0))) + 1
+        raise PlanError(f"{source}:{line}: character #x{e.character if isinstance(e.character, int) else ord(e.character):04x} "
+                        "is not allowed in YAML (a control character); remove it") from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 1
@@ -582,6 +587,8 @@ def load_plan(path: str | Path, namespace: str | None = None, near: Path | None 
         elif str(p) in shipped_plans():
             p = shipped_plans()[str(p)]
     try:
+        if p.exists() and not p.is_dir() and not stat.S_ISREG(p.stat().st_mode):
+            raise PlanError(f"{p}: not a regular file (a device, a FIFO or a socket); a plan is a YAML file")
         if p.stat().st_size > MAX_PLAN_BYTES:
             raise PlanError(f"{p}: {p.stat().st_size} bytes is too large for a plan (at most {MAX_PLAN_BYTES})")
         text = p.read_text()

@@ -149,7 +149,7 @@ class Rule:
             raise RuleError(f"rule {r.id}: delay must be >= 0, got {r.delay}", key="delay")
         if r.delay > 0 and not kind.takes_delay:
             takers = ", ".join(a for a in RULE_ACTIONS if actions.get(a).takes_delay)
-            hint = " (a hold ends by its `release` triggers or `release.timeout`)" if kind.takes_release else ""
+            hint = " (a hold ends by its `release` triggers or `release.timeout`)" if kind.name == "hold" else ""
             raise RuleError(f"rule {r.id}: delay applies to actions {takers} only, not {r.action}{hint}", key="delay")
         if r.max_hold <= 0:
             raise RuleError(f"rule {r.id}: max_hold must be > 0, got {r.max_hold}", key="max_hold")

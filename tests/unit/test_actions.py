@@ -122,6 +122,8 @@ def test_describe_an_unknown_action_names_it() -> None:
                                           "release.timeout"], "delay"),
         ({"action": "observe", "delay": 0.5}, ["delay applies to actions", "not observe"], "delay"),
         ({"action": "reset", "delay": 1}, ["not reset"], "delay"),
+        ({"action": "fail", "status": 200}, ["a fail answers an error: status must be 400-599, got 200"], "status"),
+        ({"action": "fail", "status": 302}, ["status must be 400-599"], "status"),
         ({"action": "fail", "release": {"timeout": 1}}, ["`release` applies to actions hold, restart_kueue only"],
          "release"),
         ({"action": "explode"}, ["action 'explode' is not one of hold, delay, fail, reset, observe, "

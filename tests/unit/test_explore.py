@@ -747,3 +747,30 @@ def test_a_perturbed_run_is_quiet_when_nothing_is_held_and_nothing_came_for_a_wh
     p.started = now  # a run that just began is not quiet, whatever came before it
     events[:] = [{"event": "request", "ts": now - 60}]
     assert p.quiet() is None
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--minutes", "nan"], "--minutes must be a finite number above 0, got nan"),
+    (["--minutes", "inf"], "--minutes must be a finite number above 0"),
+    (["--stop-after", "0"], "--stop-after must be a finite number above 0"),
+    (["--stop-on", ""], "--stop-on '': give a finding key"),
+    (["--stop-on", "nope:zz"], "CHECKER one of"),
+    (["--stop-on", "liveness:"], "--stop-on 'liveness:'"),
+    (["--reference", "/nonexistent"], "not the folder of an earlier"),
+])
+def test_explore_refuses_bad_options_before_anything_is_built(argv, words, capsys) -> None:
+    from harness.cli.commands import main
+
+    assert main(["explore", *argv, "test_stuck_preemption_control"]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_explore_cases_must_be_existing_control_cases() -> None:
+    f = "cases/kueue_11480/test_stuck_preemption.py"
+    with pytest.raises(HarnessError, match="no case 'test_nonexistent' in .*its control cases: test_stuck_preemption_control"):
+        driver.resolve_case(f"{f}::test_nonexistent")
+    with pytest.raises(HarnessError, match=r"no case '\(empty\)'"):
+        driver.resolve_case(f"{f}::")
+    with pytest.raises(HarnessError, match="not a control case.*test_stuck_preemption_control"):
+        driver.resolve_case("test_stuck_preemption")
+    assert driver.resolve_case(f"{f}::test_stuck_preemption_control[p1]") == f"{f}::test_stuck_preemption_control[p1]"

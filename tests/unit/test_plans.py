@@ -855,3 +855,18 @@ def test_plans_that_could_never_act_as_written_are_refused(tmp_path: Path) -> No
     with pytest.raises(PlanError) as e:
         load_plan(path)
     assert "waits for g held with status 200, but g holds requests" in str(e.value)
+
+
+def test_control_characters_and_special_files_are_plan_errors(tmp_path: Path) -> None:
+    """A NUL or ESC in a plan is `file:line: character #x…` (yaml's ReaderError is not a marked error); a
+    device or FIFO is refused before it is read (its size is not its length: /dev/zero never ends)."""
+    import os
+
+    bad = tmp_path / "esc.yaml"
+    bad.write_text("apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: x\nrules:\n  - id: a\x1b\n")
+    with pytest.raises(PlanError, match=r"esc.yaml:5: character #x001b is not allowed in YAML"):
+        load_plan(bad)
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(PlanError, match="not a regular file"):
+        load_plan(fifo)  # would block for ever if it were opened

@@ -61,7 +61,8 @@ def test_combine_retallies_every_run_and_refuses_two_versions(tmp_path) -> None:
     import pytest
 
     def doc(version, verdicts, burners):
-        return {"kueue_version": version, "runs": len(verdicts), "burners": burners, "wrong_verdicts": 0,
+        return {"benchmark": "stress", "kueue_version": version, "runs": len(verdicts), "burners": burners,
+                "wrong_verdicts": 0,
                 "load_1m": {"min": 9.0 + burners, "max": 15.0 + burners},
                 "run_details": [{"exit": 0, "cases": [{"case": "a.py::t", "verdict": v, "expected": "reproduced"}]}
                                 for v in verdicts]}
@@ -76,3 +77,13 @@ def test_combine_retallies_every_run_and_refuses_two_versions(tmp_path) -> None:
     assert [s["file"] for s in d["sources"]] == ["a.json", "b.json"] and d["main_job_exits"] == [0, 0, 0]
     with pytest.raises(ValueError, match="different Kueue versions"):
         stress.combine([a, c])
+    with pytest.raises(ValueError, match="given twice"):
+        stress.combine([a, tmp_path / "." / "a.json"])
+    for bad, words in (({"x": 1}, "not a results file of bench/stress.py"), ([1, 2], "not a results file"),
+                       ({"benchmark": "stress", "kueue_version": "v1", "run_details": "oops"}, "run_details is not")):
+        c.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=words):
+            stress.combine([a, c])
+        with pytest.raises(ValueError, match=words):
+            stress.retally(c)  # refused before anything is written back
+        assert json.loads(c.read_text()) == bad
