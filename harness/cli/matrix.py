@@ -147,13 +147,24 @@ def run_folder(args, kind: str) -> Path:
     checking `--runs`. Raises HarnessError for --runs below 1."""
     if args.runs < 1:
         raise HarnessError(f"--runs must be 1 or more, got {args.runs}")
-    return Path(args.out or Path("artifacts") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    out = Path(args.out or Path("artifacts") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    if out.exists() and not out.is_dir():
+        raise HarnessError(f"--out {out} is a file, not a folder: give a new folder")
+    if out.is_dir() and any(out.iterdir()):
+        raise HarnessError(f"--out {out} already holds files (an earlier {kind}?): evidence is never overwritten; "
+                           "give a new folder")
+    return out
 
 
 def cli(args) -> int:
     out = run_folder(args, "matrix")
     for b in args.builds:
         parse_build(b, args.kueue_repo)  # every bad tag before the first long build
+    if args.k:
+        from harness.cli.commands import _no_case_message, select_cases
+
+        if not select_cases([str(CASES_DIR)], ["-k", args.k]):  # a -k typo in seconds, before any build
+            raise HarnessError(_no_case_message(args.k))
     result = run_matrix(args.builds, out, args.kueue_repo, args.runs, args.k)
     print()
     print(render_md(result), end="")

@@ -56,3 +56,28 @@ def test_run_folder_checks_runs(tmp_path) -> None:
     assert run_folder(argparse.Namespace(runs=2, out=None), "bisect").name.startswith("bisect-")
     with pytest.raises(HarnessError, match="--runs"):
         run_folder(argparse.Namespace(runs=0, out=None), "matrix")
+
+
+def test_matrix_and_bisect_never_write_into_a_folder_that_holds_files(tmp_path) -> None:
+    import argparse
+
+    from harness.cli.matrix import run_folder
+    from harness.common.errors import HarnessError
+
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "old.json").write_text("{}")
+    (tmp_path / "file").write_text("x")
+    for kind in ("matrix", "bisect"):
+        with pytest.raises(HarnessError, match="already holds files .*evidence is never overwritten"):
+            run_folder(argparse.Namespace(runs=1, out=str(tmp_path / "full")), kind)
+        with pytest.raises(HarnessError, match="is a file, not a folder"):
+            run_folder(argparse.Namespace(runs=1, out=str(tmp_path / "file")), kind)
+    (tmp_path / "empty").mkdir()
+    assert run_folder(argparse.Namespace(runs=1, out=str(tmp_path / "empty")), "matrix") == (tmp_path / "empty").resolve()
+
+
+def test_matrix_refuses_a_k_that_matches_no_case_before_any_build(capsys) -> None:
+    from harness.cli.commands import main
+
+    assert main(["matrix", "v0.17.0", "-k", "zzz_nomatch", "--out", "/tmp/kh-never-made"]) == 2
+    assert "no case matched -k zzz_nomatch" in capsys.readouterr().err
