@@ -320,7 +320,7 @@ def _set_problem_node(msg: str, nodes: dict[str, tuple[yaml.Node, dict]], root: 
     index = re.search(r"\b(?:release\.)?after\[(\d+)\]", msg)
     if index and int(index.group(1)) < len(_triggers(keys)):
         return _triggers(keys)[int(index.group(1))]
-    if "already loaded" in msg and "id" in keys:
+    if ("already loaded" in msg or "given twice" in msg) and "id" in keys:
         return keys["id"][1]
     if unknown:
         return _trigger_naming(keys, unknown.group(1)) or rnode

@@ -205,7 +205,10 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
     errors: list[RuleError] = []
     ids: set[str] = set()
     for r in rules:
-        if r.id in ids or r.id in loaded:
+        if r.id in ids:
+            errors.append(RuleError(f"rule {r.id}: this id is given twice in the plan (its rules and steps); "
+                                    "every rule and step needs its own id"))
+        elif r.id in loaded:
             errors.append(RuleError(f"rule {r.id}: a rule with this id is already loaded"))
         ids.add(r.id)
     known = ids | set(loaded) | set(elsewhere)

@@ -534,7 +534,7 @@ def test_duplicate_rule_ids(tmp_path: Path) -> None:
           - id: a   # <-
             action: fail
     """)
-    assert_error(tmp_path, text, ["rule a: a rule with this id is already loaded"])
+    assert_error(tmp_path, text, ["rule a: this id is given twice in the plan"])
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -365,7 +365,7 @@ def loaded(addon: KueueFaults) -> list[str]:
         ([{"id": "p1", "match": {}, "release": {"after": [{"rule": "p2", "state": "answered"}]}},
           {"id": "p2", "match": {}, "release": {"after": [{"rule": "p1", "state": "released"}]}}],
          ["cycle: p1 -> p2 -> p1"]),
-        ([{"id": "p1", "match": {}}, {"id": "p1", "match": {}}], ["p1", "already loaded"]),
+        ([{"id": "p1", "match": {}}, {"id": "p1", "match": {}}], ["p1", "given twice"]),
         ([{"id": "p1", "match": {}}, "not-a-rule"], ["id"]),
         ([], ["non-empty"]),
     ],
