@@ -41,6 +41,13 @@ class QuotaSafety:
                             "transient: " + names.text(str(during[0].get("finding", ""))).split(", held by")[0],
                             f"The monitor saw a violation at t={during[0]['ts'] - t0:.3f}s: "
                             + names.text(str(during[0].get("finding", ""))) + "; it cleared before the end.")]
+        gone = sorted({str(e.get("key")) for e in events(within_case(history), "monitor", "object_deleted")
+                       if e.get("kind") == "ClusterQueue"})
+        if not cqs and gone and not events(within_case(history), "monitor", "watch_error"):
+            # The case deleted its ClusterQueues (cases/kueue_10759): the monitor watched them until then.
+            return [Finding(self.name, "held", "no ClusterQueue over quota while it existed",
+                            f"The case's ClusterQueues ({', '.join(names.text(g) for g in gone)}) were deleted during "
+                            "the case; the monitor watched them until then and recorded no violation.")]
         if not cqs:
             return [Finding(self.name, "error", "no ClusterQueue of the case in the objects judged",
                             "The objects judged hold no ClusterQueue of the case and the monitor recorded no "

@@ -282,3 +282,18 @@ def test_liveness_of_a_named_job_never_created_or_without_workload_is_error() ->
     assert f.result == "error" and f.summary == "Job p was named but no Workload of it was seen"
     v = compose(Selection({"liveness": {"jobs": ["p"]}}), h, {"jobs": [job]})
     assert v.verdict == "error" and v.reason == "liveness: Job p was named but no Workload of it was seen"
+
+
+def test_quota_of_a_case_that_deleted_its_cluster_queue_is_judged_by_the_monitor() -> None:
+    """cases/kueue_10759's control deletes its ClusterQueue: no ClusterQueue is left to read at the end,
+    but the monitor watched it until its deletion. Without the monitor's record (or with a watch error)
+    quota still cannot judge: error, never a vacuous pass."""
+    quota = REGISTRY["quota"]()
+    gone = ev(5, "monitor", "object_deleted", kind="ClusterQueue", key=f"{NS}-cq", finalizers=[])
+    h = [*base()[:-1], gone, ev(20, "harness", "case_finished")]
+    (f,) = quota.check(h, {"workloads": [], "clusterqueues": []}, names(h))
+    assert f.result == "held" and "deleted during the case" in f.evidence
+    h2 = [*h[:-1], ev(6, "monitor", "watch_error", error="boom"), h[-1]]
+    assert quota.check(h2, {"workloads": [], "clusterqueues": []}, names(h2))[0].result == "error"
+    h3 = base()
+    assert quota.check(h3, {"workloads": [], "clusterqueues": []}, names(h3))[0].result == "error"
