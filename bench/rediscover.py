@@ -142,6 +142,9 @@ def main() -> int:
     ap.add_argument("--no-fixed", action="store_true", help="skip the fixed builds")
     ap.add_argument("--out", default=None, help="folder (default artifacts/bench-rediscover-<time>)")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--add-to", metavar="FILE", default=None,
+                    help="a results file of an earlier rediscovery: its rows are kept, those of the bugs run now "
+                         "replaced (each row says when it ran); written back to FILE")
     args = ap.parse_args()
     if not math.isfinite(args.minutes) or args.minutes <= 0:
         ap.error(f"--minutes must be a finite number above 0, got {args.minutes}")
@@ -156,6 +159,13 @@ def main() -> int:
                  + ", ".join(b.bug.rpartition("#")[2] for b in BUGS))
     out = Path(args.out or ROOT / "artifacts" / f"bench-rediscover-{time.strftime('%Y%m%d-%H%M%S')}")
     load_before, rows = load(), []
+    earlier: list[dict[str, Any]] = []
+    if args.add_to:
+        try:
+            earlier = json.loads(Path(args.add_to).read_text())["bugs"]
+            assert isinstance(earlier, list) and all(isinstance(r, dict) and "bug" in r for r in earlier)
+        except (OSError, ValueError, KeyError, TypeError, AssertionError) as e:
+            ap.error(f"--add-to {args.add_to}: not a results file of bench/rediscover.py ({e or 'no bugs list'})")
     for b in bugs:
         slug = b.bug.rpartition("#")[2]
         a = judge(b, explore(b.control, b.affected, (), out / slug / b.affected, args.minutes, None, b.signature))
@@ -171,9 +181,27 @@ def main() -> int:
             f = judge(b, explore(b.control, b.fixed, b.fixed_patches, out / slug / fb, args.minutes, tried))
             row["fixed_build"], row["fixed"] = fb, f
             row["gone_on_fixed"] = None if f.get("found") is None else not f["found"]
+        row["ran"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         rows.append(row)
-        data = summary(rows, args, load_before, out)
-        write_result("explore-rediscovery" + (f"-{args.tag}" if args.tag else ""), data)
+        if args.add_to:
+            mine = {r["bug"] for r in rows}
+            merged = [r for r in earlier if r["bug"] not in mine] + rows
+            order = [b.bug for b in BUGS]
+            merged.sort(key=lambda r: order.index(r["bug"]) if r["bug"] in order else len(order))
+            data = summary(merged, args, load_before, out)
+            prev = json.loads(Path(args.add_to).read_text())
+            data["commands"] = [*(prev.get("commands") or [prev.get("command")]), data.pop("command")]
+            data["evidence"] = [*(prev.get("evidence") if isinstance(prev.get("evidence"), list)
+                                  else [prev.get("evidence")]), data["evidence"]]
+            if data["commands"][-1] == (prev.get("commands") or [None])[-1]:  # the same run, bug after bug
+                data["commands"].pop()
+                data["evidence"].pop()
+            Path(args.add_to).write_text(json.dumps({**prev, **data, "updated": row["ran"]}, indent=2,
+                                                    default=str) + "\n")
+            print(f"written: {args.add_to}")
+        else:
+            data = summary(rows, args, load_before, out)
+            write_result("explore-rediscovery" + (f"-{args.tag}" if args.tag else ""), data)
     if not rows:
         return 0
     print(f"\n{'bug':<30} {'build':<8} {'found':<6} {'pert':>5} {'min':>6}  fixed")

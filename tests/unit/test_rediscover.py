@@ -1,0 +1,49 @@
+"""bench/rediscover.py's pure parts: which finding keys name a bug, how one exploration is judged, and
+`--add-to` keeping an earlier file's rows (explore itself stands in: these are not measurements)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import rediscover  # noqa: E402
+
+
+def test_signature_hit_and_judge() -> None:
+    assert rediscover.signature_hit(["liveness:s:never", "quota:cq", "liveness:sx:stuck"], ("liveness:s",)) == \
+        ["liveness:s:never"]
+    bug = rediscover.BUGS[0]
+    res = {"findings": [{"key": "quota:cohort", "first_index": 3, "first_minutes": 1.0},
+                        {"key": "liveness:s:stuck", "first_index": 9, "first_minutes": 4.25, "reproduced": "5/5"}],
+           "counts": {"tried": 12}, "minutes": 5.0}
+    j = rediscover.judge(bug, res)
+    assert j["found"] is True and j["perturbation"] == 9 and j["minute"] == 4.25 and j["other_findings"] == ["quota:cohort"]
+    assert rediscover.judge(bug, {"error": "no explore.json"})["found"] is None
+
+
+def test_add_to_replaces_the_rows_of_the_bugs_run_again(tmp_path: Path, monkeypatch) -> None:
+    earlier = tmp_path / "r.json"
+    earlier.write_text(json.dumps({"command": "first", "evidence": "e0", "bugs": [
+        {"bug": "kubernetes-sigs/kueue#14863", "found": False, "affected": {}},
+        {"bug": "kubernetes-sigs/kueue#10759", "found": None, "affected": {"error": "reference did not pass"}}]}))
+    calls = []
+
+    def fake(control, version, patches, out, minutes, max_runs, stop_on=()):
+        calls.append((version, max_runs))
+        return {"findings": [{"key": "deletion_completes:cq"}] if version == "v0.17.0" else [],
+                "counts": {"tried": 7, "false_positives": 0}, "minutes": 2.0}
+
+    monkeypatch.setattr(rediscover, "explore", fake)
+    monkeypatch.setattr(sys, "argv", ["rediscover.py", "--bugs", "10759", "--minutes", "2", "--add-to", str(earlier),
+                                      "--out", str(tmp_path / "ev")])
+    assert rediscover.main() == 0
+    d = json.loads(earlier.read_text())
+    assert [r["bug"] for r in d["bugs"]] == ["kubernetes-sigs/kueue#14863", "kubernetes-sigs/kueue#10759"]
+    row = d["bugs"][1]
+    assert row["found"] is True and row["gone_on_fixed"] is True and row["fixed_build"] == "v0.17.2"
+    assert calls == [("v0.17.0", None), ("v0.17.2", 7)]  # the fixed build gets as many tries as it took
+    assert d["found"] == 1 and d["commands"][0] == "first" and len(d["commands"]) == 2
+    assert d["evidence"] == ["e0", str(tmp_path / "ev")]
