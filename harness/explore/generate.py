@@ -18,8 +18,8 @@ Order (the heuristic; docs/architecture.md "explore"):
 - **Stage 2, everything else**, its families taken in turn: holds of strict and Job writes, unobserved
   states (drop/delay the watch events up to W's result), failed writes (409 / 500 once), restarts right
   after W was answered (SIGTERM, SIGKILL), failed writes three times, a write that keeps failing (every
-  time: how Kueue retries a write it cannot make, kueue#9428). The driver takes every 4th run from this
-  stage (driver.OTHERS_EVERY).
+  time: how Kueue retries a write it cannot make, kueue#9428; evictions first, admissions last). The
+  driver takes every 4th run from this stage (driver.OTHERS_EVERY).
 
 Pruning: one acting move per write kind and object role; a request is never held until its own
 consequence (`is_consequence`: Kueue's watch delivering it, or a write of the same object that Kueue's job
@@ -176,9 +176,15 @@ def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
     for w in first:
         for status in (409, 500):
             fams[4].append(("failed", Move("fail", w.target, status=status, times=3)))
-    for w in first:  # a write that keeps failing (`times: null`): kueue#9428's repeated eviction requests
-        if w.target.cls != "create":
-            fams[5].append(("failing", Move("fail", w.target, status=500, times=None)))
+    # A write that keeps failing (`times: null`): kueue#9428's repeated eviction requests, kueue#14863's
+    # preemption that never completes. Evictions first: a victim whose eviction keeps failing holds its quota,
+    # and the preemptor waiting behind it is what the progress oracles judge; admissions last: an admission
+    # failed every time starves only its own Workload, and under it no progress invariant is judged
+    # (oracles.not_judged), so such a run can find a safety violation only.
+    keep_failing = sorted((w for w in first if w.target.cls != "create"),
+                          key=lambda w: {"eviction": 0, "admission": 2}.get(w.target.cls, 1))
+    for w in keep_failing:
+        fams[5].append(("failing", Move("fail", w.target, status=500, times=None)))
     for i in range(max(len(f) for f in fams)):
         for f in fams:
             if i < len(f):

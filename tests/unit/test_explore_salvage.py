@@ -51,6 +51,9 @@ def test_a_write_that_keeps_failing_is_a_family_and_renders_times_null() -> None
     fams = [(f, m) for _, f, m in generate.root_moves(trace()) if f == "failing"]
     assert fams and all(m.kind == "fail" and m.times is None for _, m in fams)
     assert all(m.target.cls != "create" for _, m in fams)
+    kinds = [m.target.cls for _, m in fams]
+    assert kinds[0] == "eviction" and kinds[-1] == "admission"  # evictions first, admissions last
+    assert kinds == sorted(kinds, key=lambda c: {"eviction": 0, "admission": 2}.get(c, 1))
     m = next(m for _, m in fams if m.target == EVI1)
     assert m.words() == "fail the eviction of job1 with 500 every time"
     plan = parse_plan(plan_document((m,), "x"), "x")
