@@ -118,6 +118,26 @@ def explore(control: str, version: str, patches: tuple[str, ...], out: Path, min
     return result
 
 
+def replay(control: str, version: str, patches: tuple[str, ...], plan: str, out: Path, runs: int = 5) -> dict[str, Any]:
+    """The minimal plan of a finding replayed `runs` times on `control` at `version` (+ patches), as a user
+    would (`pytest CONTROL --plan FILE --repeat N`): {"verdicts": {verdict: n}, "runs", "command"}, or
+    {"error": why}. On a fixed build every run should pass."""
+    cmd = [sys.executable, "-m", "pytest", control, "--plan", plan, "--kueue-version", version, f"--repeat={runs}",
+           "-p", "no:cacheprovider", "-q", "--no-verdict-table", f"--artifacts-dir={out}"]
+    for p in patches:
+        cmd += ["--kueue-patch", p]
+    print("$", " ".join(cmd), flush=True)
+    try:
+        subprocess.run(cmd, cwd=ROOT, timeout=1800, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        cases = json.loads((out / "summary.json").read_text()).get("cases") or []
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        return {"error": f"no summary.json ({e})", "command": " ".join(cmd)}
+    verdicts: dict[str, int] = {}
+    for c in cases:
+        verdicts[str(c.get("verdict"))] = verdicts.get(str(c.get("verdict")), 0) + 1
+    return {"verdicts": verdicts, "runs": len(cases), "command": " ".join(cmd), "evidence": str(out)}
+
+
 def judge(bug: Bug, result: dict[str, Any]) -> dict[str, Any]:
     """What one exploration says about `bug`: found, at which perturbation and minute, the counts."""
     if "error" in result:
@@ -129,6 +149,7 @@ def judge(bug: Bug, result: dict[str, Any]) -> dict[str, Any]:
             "perturbation": first.get("first_index") if first else None,
             "minute": round(float(first.get("first_minutes") or 0.0), 2) if first else None,
             "plan": (first.get("minimal_words") or first.get("plan")) if first else None,
+            "plan_file": first.get("file") if first else None,
             "reproduced": first.get("reproduced") if first else None,
             "other_findings": sorted(str(f["key"]) for f in findings if f not in hits),
             "counts": result.get("counts"), "kueue": result.get("kueue"), "minutes": result.get("minutes"),
@@ -181,6 +202,11 @@ def main() -> int:
             f = judge(b, explore(b.control, b.fixed, b.fixed_patches, out / slug / fb, args.minutes, tried))
             row["fixed_build"], row["fixed"] = fb, f
             row["gone_on_fixed"] = None if f.get("found") is None else not f["found"]
+            if a.get("plan_file"):
+                # The finding itself on the fixed build: its minimal plan, replayed (the search above may not
+                # generate that plan there: the fixed build's reference trace differs).
+                row["replay_fixed"] = replay(b.control, b.fixed, b.fixed_patches, str(a["plan_file"]),
+                                             out / slug / f"{fb}-replay")
         row["ran"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         rows.append(row)
         if args.add_to:
@@ -211,8 +237,12 @@ def main() -> int:
             gone = "-"
         else:
             gone = {True: "gone", False: "STILL FOUND", None: "error"}[r.get("gone_on_fixed")]
+        rp = r.get("replay_fixed") or {}
+        replayed = (", ".join(f"{v} {n}/{rp['runs']}" for v, n in sorted(rp["verdicts"].items())) if "verdicts" in rp
+                    else rp.get("error", ""))
         print(f"{r['bug']:<30} {r['build']:<8} {str(r['found']):<6} {str(r['perturbation'] or '-'):>5} "
-              f"{str(r['minute'] or '-'):>6}  {r.get('fixed_build', '-')} {gone}")
+              f"{str(r['minute'] or '-'):>6}  {r.get('fixed_build', '-')} {gone}"
+              + (f"; its minimal plan replayed there: {replayed}" if replayed else ""))
     print(f"found {data['found']} of {len(rows)}; false positives in no-op runs: {data['noop_false_positives']}")
     return 0
 

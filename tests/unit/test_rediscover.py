@@ -33,10 +33,13 @@ def test_add_to_replaces_the_rows_of_the_bugs_run_again(tmp_path: Path, monkeypa
 
     def fake(control, version, patches, out, minutes, max_runs, stop_on=()):
         calls.append((version, max_runs))
-        return {"findings": [{"key": "deletion_completes:cq"}] if version == "v0.17.0" else [],
+        return {"findings": [{"key": "deletion_completes:cq", "file": "min.yaml"}] if version == "v0.17.0" else [],
                 "counts": {"tried": 7, "false_positives": 0}, "minutes": 2.0}
 
     monkeypatch.setattr(rediscover, "explore", fake)
+    replays = []
+    monkeypatch.setattr(rediscover, "replay", lambda control, version, patches, plan, out: replays.append((version, plan))
+                        or {"verdicts": {"passed": 5}, "runs": 5})
     monkeypatch.setattr(sys, "argv", ["rediscover.py", "--bugs", "10759", "--minutes", "2", "--add-to", str(earlier),
                                       "--out", str(tmp_path / "ev")])
     assert rediscover.main() == 0
@@ -45,5 +48,6 @@ def test_add_to_replaces_the_rows_of_the_bugs_run_again(tmp_path: Path, monkeypa
     row = d["bugs"][1]
     assert row["found"] is True and row["gone_on_fixed"] is True and row["fixed_build"] == "v0.17.2"
     assert calls == [("v0.17.0", None), ("v0.17.2", 7)]  # the fixed build gets as many tries as it took
+    assert replays == [("v0.17.2", "min.yaml")] and row["replay_fixed"]["verdicts"] == {"passed": 5}
     assert d["found"] == 1 and d["commands"][0] == "first" and len(d["commands"]) == 2
     assert d["evidence"] == ["e0", str(tmp_path / "ev")]
