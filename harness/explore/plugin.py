@@ -246,7 +246,13 @@ def parse_oracles(values: list[str]) -> dict[str, dict[str, Any]]:
             raise pytest.UsageError(f"--oracle {v}: the parameters after = must be a JSON object, e.g. {{\"max\": 1}}")
         try:
             Selection({name.strip(): params}).build()
-        except (KeyError, TypeError, ValueError) as e:
+        except TypeError as e:
+            import inspect
+
+            takes = [p for p in inspect.signature(REGISTRY[name.strip()]).parameters if p not in ("self", "args", "kwargs")]
+            raise pytest.UsageError(f"--oracle {v}: {e}; {name.strip()} takes "
+                                    f"{', '.join(takes) or 'no parameters'} (docs/checkers.md)") from None
+        except (KeyError, ValueError) as e:
             raise pytest.UsageError(f"--oracle {v}: {e}") from None
         out[name.strip()] = params
     return out
