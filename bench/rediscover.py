@@ -163,6 +163,9 @@ def main() -> int:
     ap.add_argument("--no-fixed", action="store_true", help="skip the fixed builds")
     ap.add_argument("--out", default=None, help="folder (default artifacts/bench-rediscover-<time>)")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--merge-from", metavar="FILE", default=None,
+                    help="with --add-to: take the rows of this results file (a run made beside the other) into the "
+                         "--add-to file; runs nothing")
     ap.add_argument("--add-to", metavar="FILE", default=None,
                     help="a results file of an earlier rediscovery: its rows are kept, those of the bugs run now "
                          "replaced (each row says when it ran); written back to FILE")
@@ -178,6 +181,8 @@ def main() -> int:
     if wanted - {b.bug.rpartition("#")[2] for b in BUGS}:
         ap.error(f"unknown bug(s) {sorted(wanted - {b.bug.rpartition('#')[2] for b in BUGS})}; known: "
                  + ", ".join(b.bug.rpartition("#")[2] for b in BUGS))
+    if args.merge_from and not args.add_to:
+        ap.error("--merge-from needs --add-to FILE (the file its rows go into)")
     out = Path(args.out or ROOT / "artifacts" / f"bench-rediscover-{time.strftime('%Y%m%d-%H%M%S')}")
     load_before, rows = load(), []
     earlier: list[dict[str, Any]] = []
@@ -187,6 +192,29 @@ def main() -> int:
             assert isinstance(earlier, list) and all(isinstance(r, dict) and "bug" in r for r in earlier)
         except (OSError, ValueError, KeyError, TypeError, AssertionError) as e:
             ap.error(f"--add-to {args.add_to}: not a results file of bench/rediscover.py ({e or 'no bugs list'})")
+    if args.merge_from:
+        try:
+            src = json.loads(Path(args.merge_from).read_text())
+            rows = src["bugs"]
+            assert isinstance(rows, list) and all(isinstance(r, dict) and "bug" in r for r in rows)
+        except (OSError, ValueError, KeyError, TypeError, AssertionError) as e:
+            ap.error(f"--merge-from {args.merge_from}: not a results file of bench/rediscover.py ({e or 'no bugs list'})")
+        mine = {r["bug"] for r in rows}
+        order = [b.bug for b in BUGS]
+        merged = sorted([r for r in earlier if r["bug"] not in mine] + rows,
+                        key=lambda r: order.index(r["bug"]) if r["bug"] in order else len(order))
+        prev = json.loads(Path(args.add_to).read_text())
+        data = {**prev, "bugs": merged, "found": sum(1 for r in merged if r.get("found")),
+                "noop_false_positives": sum(int(((r.get(side) or {}).get("counts") or {}).get("false_positives") or 0)
+                                            for r in merged for side in ("affected", "fixed")),
+                "perturbations_per_minute": [*prev.get("perturbations_per_minute", []),
+                                             *src.get("perturbations_per_minute", [])],
+                "commands": [*(prev.get("commands") or [prev.get("command")]), *(src.get("commands") or [src.get("command")])],
+                "merged_from": [*prev.get("merged_from", []), str(args.merge_from)],
+                "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        Path(args.add_to).write_text(json.dumps(data, indent=2, default=str) + "\n")
+        print(f"written: {args.add_to} ({len(rows)} row(s) from {args.merge_from}; found {data['found']} of {len(merged)})")
+        return 0
     for b in bugs:
         slug = b.bug.rpartition("#")[2]
         a = judge(b, explore(b.control, b.affected, (), out / slug / b.affected, args.minutes, None, b.signature))

@@ -51,3 +51,18 @@ def test_add_to_replaces_the_rows_of_the_bugs_run_again(tmp_path: Path, monkeypa
     assert replays == [("v0.17.2", "min.yaml")] and row["replay_fixed"]["verdicts"] == {"passed": 5}
     assert d["found"] == 1 and d["commands"][0] == "first" and len(d["commands"]) == 2
     assert d["evidence"] == ["e0", str(tmp_path / "ev")]
+
+
+def test_merge_from_takes_the_rows_of_another_file_and_runs_nothing(tmp_path: Path, monkeypatch) -> None:
+    main_file, other = tmp_path / "main.json", tmp_path / "rerun.json"
+    main_file.write_text(json.dumps({"command": "a", "perturbations_per_minute": [4.0], "bugs": [
+        {"bug": "kubernetes-sigs/kueue#14863", "found": False}, {"bug": "kubernetes-sigs/kueue#13662", "found": True},
+        {"bug": "kubernetes-sigs/kueue#10759", "found": None}]}))
+    other.write_text(json.dumps({"command": "b", "perturbations_per_minute": [5.0], "bugs": [
+        {"bug": "kubernetes-sigs/kueue#10759", "found": True}]}))
+    monkeypatch.setattr(rediscover, "explore", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    monkeypatch.setattr(sys, "argv", ["rediscover.py", "--merge-from", str(other), "--add-to", str(main_file)])
+    assert rediscover.main() == 0
+    d = json.loads(main_file.read_text())
+    assert [r["found"] for r in d["bugs"]] == [False, True, True] and d["found"] == 2
+    assert d["commands"] == ["a", "b"] and d["perturbations_per_minute"] == [4.0, 5.0]
