@@ -204,7 +204,10 @@ def main() -> int:
         merged = sorted([r for r in earlier if r["bug"] not in mine] + rows,
                         key=lambda r: order.index(r["bug"]) if r["bug"] in order else len(order))
         prev = json.loads(Path(args.add_to).read_text())
-        data = {**prev, "bugs": merged, "found": sum(1 for r in merged if r.get("found")),
+        # A bug run again replaces its row; the row it replaces is kept beside (nothing recorded is lost).
+        replaced = [*prev.get("replaced_rows", []), *(r for r in earlier if r["bug"] in mine)]
+        data = {**prev, "bugs": merged, "replaced_rows": replaced, "found": sum(1 for r in merged if r.get("found")),
+                "rediscovered": rediscovered(merged),
                 "noop_false_positives": sum(int(((r.get(side) or {}).get("counts") or {}).get("false_positives") or 0)
                                             for r in merged for side in ("affected", "fixed")),
                 "perturbations_per_minute": [*prev.get("perturbations_per_minute", []),
@@ -244,6 +247,8 @@ def main() -> int:
             merged.sort(key=lambda r: order.index(r["bug"]) if r["bug"] in order else len(order))
             data = summary(merged, args, load_before, out)
             prev = json.loads(Path(args.add_to).read_text())
+            data["replaced_rows"] = [*prev.get("replaced_rows", []),
+                                     *(r for r in earlier if r["bug"] in mine and r not in prev.get("replaced_rows", []))]
             data["commands"] = [*(prev.get("commands") or [prev.get("command")]), data.pop("command")]
             data["evidence"] = [*(prev.get("evidence") if isinstance(prev.get("evidence"), list)
                                   else [prev.get("evidence")]), data["evidence"]]
@@ -271,8 +276,15 @@ def main() -> int:
         print(f"{r['bug']:<30} {r['build']:<8} {str(r['found']):<6} {str(r['perturbation'] or '-'):>5} "
               f"{str(r['minute'] or '-'):>6}  {r.get('fixed_build', '-')} {gone}"
               + (f"; its minimal plan replayed there: {replayed}" if replayed else ""))
-    print(f"found {data['found']} of {len(rows)}; false positives in no-op runs: {data['noop_false_positives']}")
+    print(f"found {data['found']} of {len(rows)}, rediscovered (not found on the fixed build) "
+          f"{len(data['rediscovered'])}; false positives in no-op runs: {data['noop_false_positives']}")
     return 0
+
+
+def rediscovered(rows: list[dict[str, Any]]) -> list[str]:
+    """The bugs found on their affected build whose finding did not stay on the fixed build: a finding that
+    the fix leaves in place (gone_on_fixed False) is another mechanism with the same symptom, not the bug."""
+    return [r["bug"] for r in rows if r.get("found") and r.get("gone_on_fixed") is not False]
 
 
 def summary(rows: list[dict[str, Any]], args: argparse.Namespace, load_before: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -283,6 +295,7 @@ def summary(rows: list[dict[str, Any]], args: argparse.Namespace, load_before: d
                for r in rows if r["affected"].get("minutes")]
     return {"command": " ".join(sys.argv), "budget_minutes": args.minutes, "load_before": load_before,
             "load_after": load(), "bugs": rows, "found": sum(1 for r in rows if r.get("found")),
+            "rediscovered": rediscovered(rows),
             "noop_false_positives": fps,
             "perturbations_per_minute": [round(x, 2) for x in per_min],
             "targets": {"found_of_12": 6, "noop_false_positives": 0, "perturbations_per_minute_idle": 20},
