@@ -45,34 +45,39 @@ def _jsonpath(expr: str):
 
 
 def _nested_repeat(pattern: str) -> bool:
-    """True if `pattern` has an unbounded repeat (*, +, {n,}) inside another repeat: the shape behind
-    catastrophic backtracking. Uses the re module's own parser (re._parser, Python 3.11)."""
+    """True if `pattern` has a repeat inside a repeat that can backtrack for minutes: an unbounded repeat
+    (*, +, {n,}) inside any repeat that may run more than once (`(a+)+`, `(.*e){12}`: polynomial of degree
+    12), or an alternation inside an unbounded repeat (`(a|aa)+b`: exponential). Uses the re module's own
+    parser (re._parser, Python 3.11)."""
     from re import _constants as c
     from re import _parser as p
 
     repeats = (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", c.MAX_REPEAT))
 
-    def walk(items, inside: bool) -> bool:
+    def walk(items, multi: bool, unbounded_outer: bool) -> bool:
+        # multi: inside a repeat that may match more than once; unbounded_outer: inside an unbounded one.
         for op, av in items:
             if op in repeats:
                 lo, hi, sub = av
                 unbounded = hi == c.MAXREPEAT
-                if unbounded and inside:
+                if unbounded and multi:
                     return True
-                if walk(sub, inside or unbounded):
+                if walk(sub, multi or hi > 1, unbounded_outer or unbounded):
                     return True
             elif op == c.SUBPATTERN:
-                if walk(av[-1], inside):
+                if walk(av[-1], multi, unbounded_outer):
                     return True
             elif op == c.BRANCH:
-                if any(walk(b, inside) for b in av[1]):
+                if unbounded_outer:
+                    return True
+                if any(walk(b, multi, unbounded_outer) for b in av[1]):
                     return True
             elif op in (c.ASSERT, c.ASSERT_NOT):
-                if walk(av[1], inside):
+                if walk(av[1], multi, unbounded_outer):
                     return True
         return False
 
-    return walk(p.parse(pattern), False)
+    return walk(p.parse(pattern), False, False)
 
 
 def _check_keys(d: dict[str, Any], allowed: set[str], what: str) -> None:
@@ -132,7 +137,8 @@ class Match:
                 # The proxy matches on its event loop: a regex that backtracks exponentially would stall
                 # every request Kueue makes (found by trying `^(.+)+Z$`).
                 raise RuleError(f"match.path_regex: {m.path_regex!r} nests an unbounded repeat inside another "
-                                "(like (a+)+), which can backtrack for minutes; write it without the nesting")
+                                "repeat or an alternation inside an unbounded repeat (like (a+)+, (.*e){12}, (a|aa)+), "
+                                "which can backtrack for minutes; write it without the nesting")
         for k in ("name", "namespace"):
             glob = getattr(m, k)
             if glob and glob.count("[") != glob.count("]"):
@@ -210,8 +216,9 @@ def check_regex(pattern: Any, what: str) -> None:
     except re.error as e:
         raise RuleError(f"{what}: {pattern!r} is not a regular expression: {e}") from None
     if _nested_repeat(pattern):
-        raise RuleError(f"{what}: {pattern!r} nests an unbounded repeat inside another (like (a+)+), which can "
-                        "backtrack for minutes; write it without the nesting")
+        raise RuleError(f"{what}: {pattern!r} nests an unbounded repeat inside another repeat or an "
+                        "alternation inside an unbounded repeat (like (a+)+, (.*e){12}, (a|aa)+), which can backtrack "
+                        "for minutes; write it without the nesting")
 
 
 def fact_value(v: Any) -> str:

@@ -49,8 +49,11 @@ def test_add_to_replaces_the_rows_of_the_bugs_run_again(tmp_path: Path, monkeypa
     assert row["found"] is True and row["gone_on_fixed"] is True and row["fixed_build"] == "v0.17.2"
     assert calls == [("v0.17.0", None), ("v0.17.2", 7)]  # the fixed build gets as many tries as it took
     assert replays == [("v0.17.2", "min.yaml")] and row["replay_fixed"]["verdicts"] == {"passed": 5}
+    assert d["rediscovered"] == ["kubernetes-sigs/kueue#10759"]
     assert d["found"] == 1 and d["commands"][0] == "first" and len(d["commands"]) == 2
     assert d["evidence"] == ["e0", str(tmp_path / "ev")]
+    assert d["replaced_rows"] == [{"bug": "kubernetes-sigs/kueue#10759", "found": None,
+                                   "affected": {"error": "reference did not pass"}}]  # kept, not lost
 
 
 def test_merge_from_takes_the_rows_of_another_file_and_runs_nothing(tmp_path: Path, monkeypatch) -> None:
@@ -66,3 +69,10 @@ def test_merge_from_takes_the_rows_of_another_file_and_runs_nothing(tmp_path: Pa
     d = json.loads(main_file.read_text())
     assert [r["found"] for r in d["bugs"]] == [False, True, True] and d["found"] == 2
     assert d["commands"] == ["a", "b"] and d["perturbations_per_minute"] == [4.0, 5.0]
+    assert d["replaced_rows"] == [{"bug": "kubernetes-sigs/kueue#10759", "found": None}]
+
+
+def test_a_finding_the_fix_leaves_in_place_is_not_a_rediscovery() -> None:
+    rows = [{"bug": "a", "found": True, "gone_on_fixed": True}, {"bug": "b", "found": True, "gone_on_fixed": False},
+            {"bug": "c", "found": False}, {"bug": "d", "found": True}]  # d: no fixed build to judge by
+    assert rediscover.rediscovered(rows) == ["a", "d"]
