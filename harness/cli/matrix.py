@@ -161,7 +161,7 @@ def cli(args) -> int:
     for b in args.builds:
         parse_build(b, args.kueue_repo)  # every bad tag before the first long build
     if args.k:
-        from harness.cli.commands import _no_case_message, select_cases
+        from harness.cli.selection import _no_case_message, select_cases
 
         if not select_cases([str(CASES_DIR)], ["-k", args.k]):  # a -k typo in seconds, before any build
             raise HarnessError(_no_case_message(args.k))
