@@ -153,6 +153,21 @@ class Rule:
             raise RuleError(f"rule {r.id}: delay applies to actions {takers} only, not {r.action}{hint}", key="delay")
         if r.max_hold <= 0:
             raise RuleError(f"rule {r.id}: max_hold must be > 0, got {r.max_hold}", key="max_hold")
+        if r.max_hold != cls.__dataclass_fields__["max_hold"].default and kind.name != "hold":
+            raise RuleError(f"rule {r.id}: max_hold applies to action hold only, not {r.action} (it bounds how long "
+                            "a held request or answer waits)", key="max_hold")
+        if kind.name != "fail":
+            given = [k for k in ("status", "reason", "message") if getattr(r, k) != cls.__dataclass_fields__[k].default]
+            if given:
+                hint = (" (a hold answers an error through release: `then: fail` or `on_timeout: fail` with "
+                        "release.status)" if kind.name == "hold" else "")
+                raise RuleError(f"rule {r.id}: {' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to action fail only, not {r.action}{hint}",
+                                key=given[0])
+        if kind.name == "hold" and r.release is not None and r.release.timeout is not None \
+                and r.release.timeout > r.max_hold:
+            raise RuleError(f"rule {r.id}: release.timeout {r.release.timeout:g} s is longer than max_hold "
+                            f"{r.max_hold:g} s: the proxy would end the hold first; raise max_hold or lower the timeout",
+                            key="release")
         if r.release is not None and not kind.takes_release:
             takers = ", ".join(a for a in RULE_ACTIONS if actions.get(a).takes_release)
             raise RuleError(f"rule {r.id}: `release` applies to actions {takers} only, not {r.action}",

@@ -227,6 +227,15 @@ class Release:
             raise RuleError(f"{where}.then: `then: fail` needs `after` triggers (it is what happens when they hold)")
         if isinstance(r.status, bool) or not isinstance(r.status, int) or not 100 <= r.status <= 599:
             raise RuleError(f"{where}.status: {r.status!r} is not an HTTP status")
+        if r.on_timeout == "fail" and r.timeout is None:
+            raise RuleError(f"{where}.on_timeout: `on_timeout: fail` needs a `timeout` (it is what happens when "
+                            "the timeout passes); give `timeout: SECONDS` or leave on_timeout out")
+        if r.on_timeout != "fail" and r.then != "fail":
+            given = [k for k in ("status", "reason", "message") if getattr(r, k) != cls.__dataclass_fields__[k].default]
+            if given:
+                raise RuleError(f"{where}.{given[0]}: {' and '.join(given)} {'say' if len(given) > 1 else 'says'} how the hold is failed, but nothing "
+                                "fails it (give `then: fail` or `on_timeout: fail`, or leave "
+                                f"{'them' if len(given) > 1 else 'it'} out)")
         return r
 
     def fail_message(self, timed_out: bool) -> str:

@@ -692,9 +692,6 @@ def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
             action: hold
             stage: response
             times: null
-            status: 409
-            reason: Conflict
-            message: m
             max_hold: 30
             release:
               after:
@@ -711,6 +708,9 @@ def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
             match: {write: eviction}
             action: fail
             delay: 0.5
+            status: 409
+            reason: Conflict
+            message: m
     """)
     path = tmp_path / "plan.yaml"
     path.write_text(text)
@@ -721,7 +721,7 @@ def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
     r = plan.rules[0]
     assert r.times is None and r.release.timeout == 12.5 and r.release.on_timeout == "fail"
     assert [t.ref for t in r.release.after] == ["other", "other"]
-    assert plan.rules[2].delay == 0.5
+    assert plan.rules[2].delay == 0.5 and (plan.rules[2].status, plan.rules[2].reason) == (409, "Conflict")
 
 
 def test_the_docs_yaml_examples_load() -> None:
@@ -870,3 +870,27 @@ def test_control_characters_and_special_files_are_plan_errors(tmp_path: Path) ->
     os.mkfifo(fifo)
     with pytest.raises(PlanError, match="not a regular file"):
         load_plan(fifo)  # would block for ever if it were opened
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A field that would do nothing is refused, not silently ignored (the breaker's findings of the sixth wave)
+
+
+@pytest.mark.parametrize("rule, words", [
+    ("action: observe\n    max_hold: 30", "max_hold applies to action hold only"),
+    ("action: hold\n    status: 409", "release: `then: fail`"),
+    ("action: delay\n    delay: 1\n    reason: Conflict", "reason applies to action fail only"),
+    ("action: hold\n    max_hold: 10\n    release: {timeout: 20}", "longer than max_hold"),
+    ("action: hold\n    release: {on_timeout: fail}", "needs a `timeout`"),
+    ("action: hold\n    release: {timeout: 5, status: 503}", "nothing fails it"),
+])
+def test_a_field_that_would_do_nothing_is_refused(rule: str, words: str) -> None:
+    with pytest.raises(PlanError) as e:
+        parse_plan(HEAD + "rules:\n  - id: a\n    match: {write: admission}\n    " + rule + "\n")
+    assert words in str(e.value)
+
+
+def test_a_hold_failed_by_its_release_keeps_its_status() -> None:
+    plan = parse_plan(HEAD + "rules:\n  - id: a\n    match: {write: admission}\n    action: hold\n"
+                      "    release: {timeout: 5, on_timeout: fail, status: 503, reason: ServiceUnavailable}\n")
+    assert plan.rules[0].release.status == 503

@@ -472,15 +472,25 @@ def test_release_timeout_with_on_timeout_release_lets_the_flow_go() -> None:
     run(scenario())
 
 
-def test_max_hold_below_the_plan_timeout_is_the_safety_net() -> None:
+def test_max_hold_below_the_plan_timeout_is_refused() -> None:
+    # The proxy would end the hold at max_hold, so the plan's timeout (and its fail) could never come.
+    addon = KueueFaults()
+    with taddons.context(addon):
+        code, body = addon._handle("POST", "/rules", {"id": "adm", "match": {"write": "admission"}, "max_hold": 0.05,
+                                                      "release": {"timeout": 30, "on_timeout": "fail"}})
+        assert code == 400 and "longer than max_hold" in json.dumps(body)
+
+
+def test_max_hold_is_the_safety_net_of_a_hold_nothing_releases() -> None:
     async def scenario() -> None:
         addon = KueueFaults()
         with taddons.context(addon):
+            assert addon._handle("POST", "/rules", {"id": "never", "match": {"write": "eviction"}, "action": "hold"})[0] == 201
             assert addon._handle("POST", "/rules", {"id": "adm", "match": {"write": "admission"}, "max_hold": 0.05,
-                                                    "release": {"timeout": 30, "on_timeout": "fail"}})[0] == 201
+                                                    "release": {"after": [{"rule": "never", "state": "released"}]}})[0] == 201
             f = status_patch(WL1, ADMISSION)
             await asyncio.wait_for(addon.request(f), 2)
-            assert f.response is None  # released, not failed: the plan's timeout never came
+            assert f.response is None  # released by the safety net, not failed
             assert len(events(addon, "hold_expired")) == 1
             assert events(addon, "hold_timeout") == []
             assert "max_hold" in events(addon, "released")[0]["why"]
