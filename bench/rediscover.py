@@ -239,6 +239,7 @@ def main() -> int:
                 row["replay_fixed"] = replay(b.control, b.fixed, b.fixed_patches, str(a["plan_file"]),
                                              out / slug / f"{fb}-replay")
         row["ran"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        row["budget_minutes"], row["load_after"] = args.minutes, load()  # a merged file mixes runs: each row says its own
         rows.append(row)
         if args.add_to:
             mine = {r["bug"] for r in rows}
@@ -247,6 +248,15 @@ def main() -> int:
             merged.sort(key=lambda r: order.index(r["bug"]) if r["bug"] in order else len(order))
             data = summary(merged, args, load_before, out)
             prev = json.loads(Path(args.add_to).read_text())
+            # The file's rows come from several runs: the budget and load of each run, not only this one's.
+            data["budget_minutes"] = sorted({r.get("budget_minutes", prev.get("budget_minutes")) for r in merged} - {None})
+            first = [{"command": prev.get("command"), "budget_minutes": prev.get("budget_minutes"),
+                      "load_before": prev.get("load_before"), "load_after": prev.get("load_after"),
+                      "evidence": prev.get("evidence"), "bugs": [r["bug"] for r in earlier]}]
+            data["runs"] = [*(x for x in prev.get("runs", first) if x.get("command") != data["command"]),
+                            {"command": data["command"], "budget_minutes": args.minutes, "load_before": load_before,
+                             "load_after": data["load_after"], "evidence": str(out), "bugs": [r["bug"] for r in rows]}]
+            del data["load_before"], data["load_after"]
             data["replaced_rows"] = [*prev.get("replaced_rows", []),
                                      *(r for r in earlier if r["bug"] in mine and r not in prev.get("replaced_rows", []))]
             data["commands"] = [*(prev.get("commands") or [prev.get("command")]), data.pop("command")]
@@ -255,8 +265,8 @@ def main() -> int:
             if data["commands"][-1] == (prev.get("commands") or [None])[-1]:  # the same run, bug after bug
                 data["commands"].pop()
                 data["evidence"].pop()
-            Path(args.add_to).write_text(json.dumps({**prev, **data, "updated": row["ran"]}, indent=2,
-                                                    default=str) + "\n")
+            both = {k: v for k, v in {**prev, **data}.items() if k not in ("command", "load_before", "load_after")}
+            Path(args.add_to).write_text(json.dumps({**both, "updated": row["ran"]}, indent=2, default=str) + "\n")
             print(f"written: {args.add_to}")
         else:
             data = summary(rows, args, load_before, out)
@@ -276,8 +286,13 @@ def main() -> int:
         print(f"{r['bug']:<30} {r['build']:<8} {str(r['found']):<6} {str(r['perturbation'] or '-'):>5} "
               f"{str(r['minute'] or '-'):>6}  {r.get('fixed_build', '-')} {gone}"
               + (f"; its minimal plan replayed there: {replayed}" if replayed else ""))
-    print(f"found {data['found']} of {len(rows)}, rediscovered (not found on the fixed build) "
-          f"{len(data['rediscovered'])}; false positives in no-op runs: {data['noop_false_positives']}")
+    mine = {r["bug"] for r in rows}
+    print(f"this run: found {sum(1 for r in rows if r.get('found'))} of {len(rows)}, rediscovered (not found on "
+          f"the fixed build) {len([b for b in data['rediscovered'] if b in mine])}; false positives in no-op runs: "
+          f"{sum(int(((r.get(s) or {}).get('counts') or {}).get('false_positives') or 0) for r in rows for s in ('affected', 'fixed'))}")
+    if args.add_to:
+        print(f"{args.add_to}: found {data['found']} of {len(data['bugs'])}, rediscovered {len(data['rediscovered'])}, "
+              f"false positives {data['noop_false_positives']}")
     return 0
 
 

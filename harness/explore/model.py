@@ -59,8 +59,11 @@ class Target:
 
     @property
     def rule_id(self) -> str:
-        """The plan rule id for this target: "admission-job1", "quota-release-job1", "job-suspend-job1"."""
-        rid = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.cls.replace('_', '-')}-{self.role}")
+        """The plan rule id for this target: "x-admission-job1", "x-quota-release-job1", "x-job-suspend-job1".
+        The "x-" keeps it apart from the ids of a control case's own plan, loaded beside it in the same proxy
+        (kueue_9591's plan names its rule "pending-b": 16 of 38 runs of the 2026-12-05 rediscovery of #9591
+        errored on "a rule with this id is already loaded" before the prefix)."""
+        rid = re.sub(r"[^A-Za-z0-9._-]+", "-", f"x-{self.cls.replace('_', '-')}-{self.role}")
         return rid[:63].strip("-.") or "target"
 
     def match(self) -> dict[str, str]:

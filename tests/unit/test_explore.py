@@ -136,8 +136,8 @@ def test_targets_classify_kueue_writes_by_kind_and_role() -> None:
 def test_trace_keeps_the_case_namespace_and_knows_deliveries() -> None:
     t = Trace.from_events(reference(), NS, ["job1", "job2"])
     assert [w.target.rule_id for w in t.first_writes()] == [
-        "create-job1", "admission-job1", "job-unsuspend-job1", "create-job2", "eviction-job1", "job-suspend-job1",
-        "quota-release-job1", "admission-job2", "pending-job1"]
+        "x-create-job1", "x-admission-job1", "x-job-unsuspend-job1", "x-create-job2", "x-eviction-job1", "x-job-suspend-job1",
+        "x-quota-release-job1", "x-admission-job2", "x-pending-job1"]
     adm = t.first_writes()[1]
     assert adm.loose and adm.status == 200 and adm.rv == "10"
     assert not t.first_writes()[6].loose  # the quota release is strict
@@ -160,12 +160,12 @@ def test_later_events_same_object_first_workload_before_job_never_own_creation()
     adm = t.first_writes()[1]
     after = generate.later_events(t, adm)
     words = [(a.target.rule_id, a.mode) for a in after]
-    assert words[:4] == [("eviction-job1", "answered"), ("eviction-job1", "delivered"),
-                         ("quota-release-job1", "answered"), ("quota-release-job1", "delivered")]
-    assert ("create-job1", "answered") not in words  # its own creation precedes it causally
-    assert words.index(("job-suspend-job1", "answered")) > words.index(("pending-job1", "delivered"))
-    assert words.index(("admission-job2", "answered")) > words.index(("job-suspend-job1", "answered"))
-    assert all(a.target.rule_id != "admission-job1" for a in after)
+    assert words[:4] == [("x-eviction-job1", "answered"), ("x-eviction-job1", "delivered"),
+                         ("x-quota-release-job1", "answered"), ("x-quota-release-job1", "delivered")]
+    assert ("x-create-job1", "answered") not in words  # its own creation precedes it causally
+    assert words.index(("x-job-suspend-job1", "answered")) > words.index(("x-pending-job1", "delivered"))
+    assert words.index(("x-admission-job2", "answered")) > words.index(("x-job-suspend-job1", "answered"))
+    assert all(a.target.rule_id != "x-admission-job1" for a in after)
 
 
 def test_roots_start_with_late_loose_writes_and_prune() -> None:
@@ -176,8 +176,8 @@ def test_roots_start_with_late_loose_writes_and_prune() -> None:
         0, "stale", "hold the admission of job1 until the eviction of job1 was answered 200")
     assert roots[1].moves[0].kind == "hold_response"
     stage0 = [c for c in roots if c.stage == 0]
-    assert {c.moves[0].target.rule_id for c in stage0} <= {"admission-job1", "eviction-job1", "admission-job2",
-                                                           "pending-job1"}
+    assert {c.moves[0].target.rule_id for c in stage0} <= {"x-admission-job1", "x-eviction-job1", "x-admission-job2",
+                                                           "x-pending-job1"}
     assert all(c.moves[0].target.cls != "quota_release" for c in stage0)  # strict: stage 2
     kinds = {c.moves[0].kind for c in roots}
     assert kinds == {"hold", "hold_response", "drop_watch", "delay_watch", "fail", "restart"}
@@ -218,13 +218,13 @@ def test_seed_stuck_preemption_composes_into_a_valid_plan() -> None:
              Move("hold", QR1, (After(ADM1, "answered", 200),)))
     rules = {r["id"]: r for r in render_rules(moves)}
     # The admission waits for the eviction to be applied: its answer is what the second move holds.
-    assert rules["admission-job1"]["release"]["after"] == [{"rule": "eviction-job1", "state": "held", "status": 200}]
-    assert rules["eviction-job1"]["release"]["after"] == [{"delivered": "admission-job1"}]
-    assert rules["quota-release-job1"]["release"]["after"] == [{"rule": "admission-job1", "state": "answered",
+    assert rules["x-admission-job1"]["release"]["after"] == [{"rule": "x-eviction-job1", "state": "held", "status": 200}]
+    assert rules["x-eviction-job1"]["release"]["after"] == [{"delivered": "x-admission-job1"}]
+    assert rules["x-quota-release-job1"]["release"]["after"] == [{"rule": "x-admission-job1", "state": "answered",
                                                                  "status": 200}]
     text = plan_document(moves, "seed", header="found by a test")
     plan = parse_plan(text, "seed.yaml", namespace=NS)
-    assert [r.id for r in plan.rules] == ["admission-job1", "eviction-job1", "quota-release-job1"]
+    assert [r.id for r in plan.rules] == ["x-admission-job1", "x-eviction-job1", "x-quota-release-job1"]
     assert text.startswith("# found by a test\n")
     assert validate(moves) is None
     assert plan_words(moves).startswith("hold the admission of job1 until the eviction of job1 was applied; hold the "
@@ -237,7 +237,7 @@ def test_a_trigger_on_a_held_answer_waits_for_the_write_to_be_applied_whatever_i
     moves = (Move("hold", ADM1, (After(EVI1, "delivered", None),)),
              Move("hold_response", EVI1, (After(ADM1, "answered", 200),)))
     rules = {r["id"]: r for r in render_rules(moves)}
-    assert rules["admission-job1"]["release"]["after"] == [{"rule": "eviction-job1", "state": "held", "status": 200}]
+    assert rules["x-admission-job1"]["release"]["after"] == [{"rule": "x-eviction-job1", "state": "held", "status": 200}]
     assert validate(moves) is None
     assert plan_words(moves).startswith("hold the admission of job1 until the eviction of job1 was applied;")
 
@@ -245,7 +245,7 @@ def test_a_trigger_on_a_held_answer_waits_for_the_write_to_be_applied_whatever_i
 def test_observed_anchor_for_a_trigger_no_move_acts_on() -> None:
     moves = (Move("hold", ADM1, (After(ADM2, "answered", 200), After(PEN1, "delivered", None))),)
     rules = render_rules(moves)
-    assert [r["id"] for r in rules] == ["admission-job1", "admission-job2", "pending-job1"]
+    assert [r["id"] for r in rules] == ["x-admission-job1", "x-admission-job2", "x-pending-job1"]
     assert rules[1]["action"] == "observe" and rules[1]["times"] is None
     plan = parse_plan(plan_document(moves, "x"), "x")
     assert plan.rules[0].release.timeout > 0
@@ -267,10 +267,10 @@ def test_other_moves_render_as_their_actions() -> None:
     w = Target("watch", "job1", "job-job1-*")
     rules = render_rules((Move("drop_watch", w, times=2), Move("restart", EVI1, kill=True),
                           Move("fail", ADM2, status=409, times=3)))
-    assert rules[0] == {"id": "watch-job1", "match": {"name": "job-job1-*", "event_type": "MODIFIED"},
+    assert rules[0] == {"id": "x-watch-job1", "match": {"name": "job-job1-*", "event_type": "MODIFIED"},
                         "action": "drop_watch_events", "times": 2}
     assert rules[1]["action"] == "restart_kueue" and rules[1]["kill"] is True
-    assert rules[1]["release"]["after"] == [{"rule": "eviction-job1", "state": "answered", "status": 200}]
+    assert rules[1]["release"]["after"] == [{"rule": "x-eviction-job1", "state": "answered", "status": 200}]
     assert rules[2]["reason"] == "Conflict" and rules[2]["times"] == 3
     assert parse_plan(plan_document((Move("delay_watch", w, times=1, delay=2.0),), "d"), "d").rules[0].delay == 2.0
     m = Move("hold_response", EVI1, (After(ADM1, "delivered", None),))
@@ -441,16 +441,16 @@ def _judge(events: list[dict]) -> tuple[str, str]:
     return v.verdict, v.findings[0].evidence
 
 
-HOLD = {"id": "admission-job1", "action": "hold", "stage": "request",
-        "release": {"after": [{"rule": "eviction-job1", "state": "held", "status": 200}], "timeout": 6}}
+HOLD = {"id": "x-admission-job1", "action": "hold", "stage": "request",
+        "release": {"after": [{"rule": "x-eviction-job1", "state": "held", "status": 200}], "timeout": 6}}
 
 
 def test_plan_happened_when_holds_end_by_their_triggers() -> None:
-    ok = [_rule_added(2, HOLD), _rule_added(2, {"id": "pending-job1", "action": "observe"}),
-          {"ts": 3, "source": "proxy", "event": "held", "rule": "admission-job1", "flow": 4},
-          {"ts": 4, "source": "proxy", "event": "released", "rule": "admission-job1", "why": "triggers: eviction-job1 held"}]
+    ok = [_rule_added(2, HOLD), _rule_added(2, {"id": "x-pending-job1", "action": "observe"}),
+          {"ts": 3, "source": "proxy", "event": "held", "rule": "x-admission-job1", "flow": 4},
+          {"ts": 4, "source": "proxy", "event": "released", "rule": "x-admission-job1", "why": "triggers: eviction-job1 held"}]
     assert _judge(ok)[0] == "passed"
-    timed_out = ok[:3] + [{"ts": 9, "source": "proxy", "event": "hold_timeout", "rule": "admission-job1"}]
+    timed_out = ok[:3] + [{"ts": 9, "source": "proxy", "event": "hold_timeout", "rule": "x-admission-job1"}]
     verdict, why = _judge(timed_out)
     assert verdict == "error" and "not by its triggers" in why
     verdict, why = _judge(ok[:2])
@@ -469,11 +469,11 @@ def test_plan_happened_when_a_then_fail_hold_is_failed_by_its_triggers() -> None
 
 
 def test_plan_happened_for_fails_watch_drops_and_restarts() -> None:
-    fail = _rule_added(2, {"id": "eviction-job1", "action": "fail", "stage": "request"})
+    fail = _rule_added(2, {"id": "x-eviction-job1", "action": "fail", "stage": "request"})
     assert _judge([fail])[0] == "error"
-    assert _judge([fail, {"ts": 3, "source": "proxy", "event": "failed", "rule": "eviction-job1"}])[0] == "passed"
-    drop = _rule_added(2, {"id": "watch-job1", "action": "drop_watch_events"})
-    assert _judge([drop, {"ts": 3, "source": "proxy", "event": "watch_event_dropped", "rule": "watch-job1"}])[0] == "passed"
+    assert _judge([fail, {"ts": 3, "source": "proxy", "event": "failed", "rule": "x-eviction-job1"}])[0] == "passed"
+    drop = _rule_added(2, {"id": "x-watch-job1", "action": "drop_watch_events"})
+    assert _judge([drop, {"ts": 3, "source": "proxy", "event": "watch_event_dropped", "rule": "x-watch-job1"}])[0] == "passed"
     restart = _rule_added(2, {"id": "restart-kueue", "action": "restart_kueue",
                               "release": {"after": [{"rule": "x", "state": "answered"}]}})
     fired = {"ts": 3, "source": "proxy", "event": "signalled", "rule": "restart-kueue", "why": "triggers: x answered"}
@@ -609,7 +609,7 @@ def test_a_hold_that_blocked_its_trigger_is_not_tried_until_later_events(tmp_pat
                 if m.kind == "hold" and m.target == EVI1:
                     res.update(verdict="error", findings=[{"check": "plan_happened", "result": "violated",
                                                             "assumption": True, "summary": "s",
-                                                            "evidence": "eviction-job1 ended by hold_timeout (-)"}])
+                                                            "evidence": "x-eviction-job1 ended by hold_timeout (-)"}])
             out[rid] = res
         return out
 
@@ -690,7 +690,7 @@ def test_a_flaky_violation_is_strengthened_then_minimised(tmp_path: Path) -> Non
     assert [move_from_dict(m) for m in f["minimal"]] == [late, seed] and f["reproduced"] == "4/4"
     text = Path(f["file"]).read_text()
     assert "reproduced it 2/4 times; with one more move" in text
-    assert [r.id for r in parse_plan(text, "f").rules] == ["admission-job1", "eviction-job1"]
+    assert [r.id for r in parse_plan(text, "f").rules] == ["x-admission-job1", "x-eviction-job1"]
 
 
 def test_minimize_counts_every_run_of_a_plan() -> None:
@@ -713,7 +713,7 @@ def test_watch_caught_up_when_kueue_saw_the_object_as_it_is() -> None:
     it finally is; if nothing wrote it again, Kueue's view stays stale, which no real watch does."""
     wl = {"metadata": {"namespace": NS, "name": WL1, "resourceVersion": "12"}}
     drop = {"ts": 3, "source": "proxy", "event": "watch_event_dropped", "namespace": NS, "name": WL1,
-            "resource_version": "12", "rule": "watch-job1"}
+            "resource_version": "12", "rule": "x-watch-job1"}
     later = {"ts": 4, "source": "proxy", "event": "watch_event", "namespace": NS, "name": WL1, "resource_version": "12"}
     h = [{"ts": 1.0, "source": "harness", "event": "case_started", "namespace": NS}, drop,
          {"ts": 50.0, "source": "harness", "event": "verdict"}]
@@ -737,9 +737,9 @@ def test_a_perturbed_run_is_quiet_when_nothing_is_held_and_nothing_came_for_a_wh
     events = [{"event": "request", "ts": now - 10}]
     proxy = SimpleNamespace(state=lambda: {"holds": held}, case_events=lambda: events)
     p = plugin.PerturbedRun.__new__(plugin.PerturbedRun)
-    p.ctx, p.rule_ids, p.started = SimpleNamespace(proxy=proxy, nemesis=None), {"admission-v1"}, now - 20
+    p.ctx, p.rule_ids, p.started = SimpleNamespace(proxy=proxy, nemesis=None), {"x-admission-v1"}, now - 20
     assert "nothing reached the proxy for 10" in (p.quiet() or "")
-    held.append({"rule": "admission-v1"})
+    held.append({"rule": "x-admission-v1"})
     assert p.quiet() is None  # a flow of the plan is held: its release is still to come
     held.clear()
     events.append({"event": "response", "ts": now - 1})

@@ -95,8 +95,8 @@ def _ev(ts: float, event: str, rule: str) -> dict:
 def test_a_hold_that_timed_out_is_replayed_for_the_time_it_was_held() -> None:
     hold = Move("hold", ADM1, (After(QR1, "answered", 200),))
     late = Move("hold_response", ADM2, (After(EVI1, "answered", 200),))
-    events = [_ev(10.0, "held", "admission-job1"), _ev(16.02, "hold_timeout", "admission-job1"),
-              _ev(11.0, "held", "admission-job2"), _ev(11.5, "released", "admission-job2")]
+    events = [_ev(10.0, "held", "x-admission-job1"), _ev(16.02, "hold_timeout", "x-admission-job1"),
+              _ev(11.0, "held", "x-admission-job2"), _ev(11.5, "released", "x-admission-job2")]
     plan, said = salvage.as_happened((hold, late), events)
     assert plan[0] == Move("delay", ADM1, delay=6.02) and plan[1] == late
     assert said == [("hold the admission of job1 until the quota release of job1 was answered 200 -> "
@@ -108,10 +108,10 @@ def test_a_hold_that_timed_out_is_replayed_for_the_time_it_was_held() -> None:
 def test_a_rule_that_never_acted_is_dropped_and_an_unchanged_plan_is_none() -> None:
     hold = Move("hold_response", ADM1, (After(EVI1, "answered", 200),))
     fail = Move("fail", QR1, status=409)
-    events = [_ev(1.0, "held", "admission-job1"), _ev(2.0, "hold_timeout", "admission-job1")]
+    events = [_ev(1.0, "held", "x-admission-job1"), _ev(2.0, "hold_timeout", "x-admission-job1")]
     plan, said = salvage.as_happened((hold, fail), events)
     assert plan == (Move("delay_response", ADM1, delay=1.0),) and "never acted" in said[1]
-    ok = [_ev(1.0, "held", "admission-job1"), _ev(2.0, "released", "admission-job1")]
+    ok = [_ev(1.0, "held", "x-admission-job1"), _ev(2.0, "released", "x-admission-job1")]
     assert salvage.as_happened((hold,), ok) is None
     assert salvage.as_happened((fail,), []) is None  # nothing acted: no plan left
 
@@ -150,8 +150,8 @@ def test_a_discarded_run_that_violated_is_replayed_as_it_happened_and_kept(tmp_p
                 kinds = {m.kind for m in cand.moves}
                 if rid.startswith("p") and cand.moves[0].kind == "hold" and cand.moves[0].target == ADM1:
                     res.update(verdict="error", findings=[timed_out, quota],
-                               events=reference() + [_ev(200.0, "held", "admission-job1"),
-                                                     _ev(206.0, "hold_timeout", "admission-job1")])
+                               events=reference() + [_ev(200.0, "held", "x-admission-job1"),
+                                                     _ev(206.0, "hold_timeout", "x-admission-job1")])
                 elif "delay" in kinds:
                     res.update(verdict="reproduced", findings=[quota])
             out[rid] = res

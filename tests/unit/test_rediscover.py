@@ -26,7 +26,8 @@ def test_signature_hit_and_judge() -> None:
 
 def test_add_to_replaces_the_rows_of_the_bugs_run_again(tmp_path: Path, monkeypatch) -> None:
     earlier = tmp_path / "r.json"
-    earlier.write_text(json.dumps({"command": "first", "evidence": "e0", "bugs": [
+    earlier.write_text(json.dumps({"command": "first", "evidence": "e0", "budget_minutes": 10,
+                                   "load_before": {"loadavg_1m": 0.1}, "bugs": [
         {"bug": "kubernetes-sigs/kueue#14863", "found": False, "affected": {}},
         {"bug": "kubernetes-sigs/kueue#10759", "found": None, "affected": {"error": "reference did not pass"}}]}))
     calls = []
@@ -54,6 +55,10 @@ def test_add_to_replaces_the_rows_of_the_bugs_run_again(tmp_path: Path, monkeypa
     assert d["evidence"] == ["e0", str(tmp_path / "ev")]
     assert d["replaced_rows"] == [{"bug": "kubernetes-sigs/kueue#10759", "found": None,
                                    "affected": {"error": "reference did not pass"}}]  # kept, not lost
+    # Each run keeps its own budget and load; the rows say theirs.
+    assert row["budget_minutes"] == 2 and d["budget_minutes"] == [2, 10] and "load_before" not in d
+    assert [(r["command"], r["budget_minutes"]) for r in d["runs"]][0] == ("first", 10)
+    assert d["runs"][0]["load_before"] == {"loadavg_1m": 0.1} and d["runs"][1]["bugs"] == ["kubernetes-sigs/kueue#10759"]
 
 
 def test_merge_from_takes_the_rows_of_another_file_and_runs_nothing(tmp_path: Path, monkeypatch) -> None:
