@@ -244,6 +244,9 @@ _KINDS = {
 }
 
 
+KNOWN_KINDS = {v: k for k, v in _KINDS.items()}  # "Workload" -> "workloads": the Kinds a plan's match may name
+
+
 def _kind_for(ref: ResourceRef) -> str:
     return _KINDS.get(ref.resource, ref.resource)
 

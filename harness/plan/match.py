@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from harness.kueue.api import WRITE_CLASSES, KueueWrite, WatchEvent, parse_path
+from harness.kueue.api import KNOWN_KINDS, WRITE_CLASSES, KueueWrite, WatchEvent, parse_path
 
 #: Where a rule acts on a flow: before kube-apiserver sees the request, or after it answered.
 STAGES = ("request", "response")
@@ -42,6 +42,9 @@ def _jsonpath(expr: str):
         return parse(expr)
     except (JsonPathLexerError, JsonPathParserError, Exception) as e:  # noqa: BLE001 - any parse failure
         raise RuleError(f"match.body_jsonpath: {expr!r} is not a JSONPath: {e}") from None
+
+
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
 def _nested_repeat(pattern: str) -> bool:
@@ -128,6 +131,14 @@ class Match:
         m = cls(**d)
         if m.write and m.write not in WRITE_CLASSES and m.write not in ("post", "put", "patch", "delete"):
             raise RuleError(f"match.write: {m.write!r} is not one of {', '.join(WRITE_CLASSES)} or a write verb")
+        if m.method is not None and m.method.upper() not in HTTP_METHODS:
+            raise RuleError(f"match.method: {m.method!r} is not an HTTP method ({', '.join(HTTP_METHODS)})")
+        if m.kind is not None and m.kind not in KNOWN_KINDS:
+            # A Kind is matched exactly, as kube-apiserver spells it: "workload" or "workloads" never matches.
+            same = next((k for k, r in KNOWN_KINDS.items() if m.kind.lower() in (k.lower(), r)), None)
+            if same:
+                raise RuleError(f"match.kind: {m.kind!r} never matches: the Kind is spelt {same!r} "
+                                f"(the resource, {KNOWN_KINDS[same]!r}, goes in match.resource)")
         if m.path_regex:
             try:
                 re.compile(m.path_regex)

@@ -131,3 +131,19 @@ def test_only_unexplained_proxy_failures_void_a_verdict():
     assert f.result == "violated" and f.assumption
     assert "flow 5:" in f.evidence and "flow 1:" not in f.evidence and "flow 3:" not in f.evidence
     assert "flow 6" not in f.evidence
+
+
+@pytest.mark.parametrize("match, words", [
+    ({"method": "FROB"}, "not an HTTP method"),
+    ({"kind": "workload"}, "spelt 'Workload'"),
+    ({"kind": "clusterqueues"}, "'clusterqueues', goes in match.resource"),
+])
+def test_a_match_that_could_never_match_is_refused(match, words):
+    with pytest.raises(RuleError) as e:
+        Rule.from_dict({"id": "r", "match": match, "action": "observe"})
+    assert words in str(e.value)
+
+
+def test_kinds_and_methods_as_kube_apiserver_spells_them_are_accepted():
+    for m in ({"method": "patch"}, {"method": "PUT"}, {"kind": "ClusterQueue"}, {"kind": "PriorityClass"}):
+        assert Rule.from_dict({"id": "r", "match": m, "action": "observe"}).match
