@@ -376,7 +376,7 @@ def _cmd_plan_load(args: argparse.Namespace) -> int:
     try:
         _attach(args).load_plan(plan, by="plan load")
     except HarnessError as e:
-        raise HarnessError(f"{e}. Nothing of plan {plan.name} was loaded; `kueue-harness plan clear` removes "
+        raise HarnessError(f"{str(e).rstrip('.')}. Nothing of plan {plan.name} was loaded; `kueue-harness plan clear` removes "
                            "the rules loaded before") from None
     print(f"plan {plan.name} loaded: {', '.join(r.id for r in plan.rules)}")
     return 0
