@@ -60,8 +60,9 @@ def _problem(rule: Mapping[str, Any], seen: list[Mapping[str, Any]], windows: fr
 @register
 class PlanHappened:
     """Violated when an acting rule of a plan loaded in the case never acted, or a hold (or a process
-    fault) with triggers ended some other way than by them (a hold with `then: fail`: failed by them);
-    `observe` rules only record and are not judged."""
+    fault) with triggers ended some other way than by them (a hold with `then: fail`: failed by them), or a
+    step a plan's `steps_after` moves was in no plan the case loaded; `observe` rules only record and are
+    not judged."""
 
     name: ClassVar[str] = "plan_happened"
     kind: ClassVar[str] = "assumption"
@@ -79,6 +80,9 @@ class PlanHappened:
                  and isinstance(e.get("rule"), Mapping)]
         acting = [r for r in rules if r.get("action") != "observe"]
         bad = [p for r in acting if (p := _problem(r, seen, self.windows))]
+        asked = {str(s) for e in seen if e.get("event") == "steps_after_asked" for s in e.get("steps") or ()}
+        moved = {str(s) for e in seen if e.get("event") == "plan_loaded" for s in e.get("steps_moved") or ()}
+        bad += [f"steps_after moves step {s}, which no plan the case loaded has" for s in sorted(asked - moved)]
         if bad:
             return [Finding(self.name, "violated", "the plan did not happen as written", "; ".join(bad) + ".",
                             assumption=True)]

@@ -130,6 +130,9 @@ class Explorer:
         self.kueue_version = ""
         #: case -> the oracles its reference run makes meaningful (oracles.choose).
         self.oracles: dict[str, dict[str, dict[str, Any]]] = {}
+        #: case -> the steps of its own plan as its reference run loaded them (CaseContext.loaded_steps): what
+        #: the "moved" family and `unblock` move.
+        self.steps: dict[str, dict[str, Any]] = {}
         #: Seconds spent confirming and minimising findings so far (MINIMIZE_SHARE of the budget at most).
         self.minimize_spent = 0.0
         #: Runs of this batch finished so far, by outcome word (the progress lines' counters).
@@ -323,6 +326,7 @@ class Explorer:
                 (refdir / src.name).write_text(json.dumps(res, indent=1))
                 traces[case] = Trace.from_events(res["events"], res["namespace"], res["jobs"])
                 self.oracles[case] = oracles.choose(traces[case], res, REGISTRY)
+                self.steps[case] = res.get("steps") or {}
             else:
                 todo.append((f"ref{i}", None, case))
         if todo:
@@ -338,12 +342,13 @@ class Explorer:
                 (refdir / f"{case_slug(case)}.json").write_text(json.dumps(res, indent=1))
                 traces[case] = Trace.from_events(res["events"], res["namespace"], res["jobs"])
                 self.oracles[case] = oracles.choose(traces[case], res, REGISTRY)
+                self.steps[case] = res.get("steps") or {}
         for t in traces.values():
             self.coverage |= t.facts()
         return traces
 
     def seed(self, traces: dict[str, Trace]) -> int:
-        per_case = [generate.roots(traces[c], c, self.seen_plans) for c in self.cases]
+        per_case = [generate.roots(traces[c], c, self.seen_plans, self.steps.get(c)) for c in self.cases]
         roots = generate.shard(generate.interleave(per_case), *self.shard)
         for c in roots:
             self.push(c, "root")
@@ -400,6 +405,8 @@ class Explorer:
                     self.blocked[bk] = min(self.blocked.get(bk, float("inf")), cand.meta["until"])
                 if rec.violated and res is not None and self.left() > 0:
                     self.salvage_run(rec, cand, res)
+                if rec.outcome != "violation" and res is not None and res.get("unrun_steps"):
+                    self.unblock(cand, res["unrun_steps"])
                 if rec.outcome == "violation":
                     for key in rec.keys:
                         self.on_violation(key, rec, cand)
@@ -408,6 +415,12 @@ class Explorer:
                     for i, e in enumerate(ext):
                         e.stage = cand.stage
                         self.push(e, "front" if i < generate.FRONT else "rest", rec.novelty)
+
+    def unblock(self, cand: Candidate, unrun: list[str]) -> None:
+        """A run of `cand` kept a step of the case's own plan from running: try `cand` again with that step run
+        earlier (generate.unblocked_candidates), next in line (its perturbation is known to act)."""
+        for c in generate.unblocked_candidates(cand, self.steps.get(cand.case), unrun, self.seen_plans, self.max_depth):
+            self.push(c, "front", 1)
 
     def salvage_run(self, rec: RunRecord, cand: Candidate, res: dict[str, Any]) -> None:
         """A discarded run that violated an invariant (harness/explore/salvage.py): replay the plan that

@@ -18,8 +18,14 @@ Order (the heuristic; docs/architecture.md "explore"):
 - **Stage 2, everything else**, its families taken in turn: holds of strict and Job writes, unobserved
   states (drop/delay the watch events up to W's result), failed writes (409 / 500 once), restarts right
   after W was answered (SIGTERM, SIGKILL), failed writes three times, a write that keeps failing (every
-  time: how Kueue retries a write it cannot make, kueue#9428; evictions first, admissions last). The
-  driver takes every 4th run from this stage (driver.OTHERS_EVERY).
+  time: how Kueue retries a write it cannot make, kueue#9428; evictions first, admissions last; and every
+  time after the first one or two of a kind the reference made more than once, kueue#9015), and the
+  case's own user steps moved earlier (`earlier`: a create, patch or delete of the control's plan run
+  without waiting for one of its triggers — a concurrent user). The driver takes every 4th run from this
+  stage (driver.OTHERS_EVERY).
+- **Unblocked steps**: a run whose perturbation kept a step of the case's own plan from running (its
+  trigger never held: the preemptor a failing eviction starves is never admitted) is tried again at
+  once with that step run earlier too (`unblocked`), so the scene the control plays still happens.
 
 Pruning: one acting move per write kind and object role; a request is never held until its own
 consequence (`is_consequence`: Kueue's watch delivering it, or a write of the same object that Kueue's job
@@ -34,7 +40,8 @@ intermediate state" of Sieve, not a lost object; a run where it did not is disca
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from harness.explore.model import (
     WATCH_DELAY,
@@ -44,6 +51,7 @@ from harness.explore.model import (
     Plan,
     Target,
     plan_key,
+    step_move,
     validate,
 )
 from harness.explore.trace import Trace, WriteStep
@@ -142,9 +150,80 @@ def _holds(trace: Trace, writes: list[WriteStep], kinds=("hold", "hold_response"
     return out
 
 
-def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
+#: Step kinds of a case's own plan that a user does (the rest wait or sleep): the "moved" family moves them.
+USER_STEPS = ("create", "patch", "delete")
+
+
+def earlier(steps: Mapping[str, Mapping[str, Any]], sid: str) -> list[list[dict[str, Any]]]:
+    """Trigger lists that run step `sid` of the case's own plan earlier than its own triggers do (`steps`:
+    the case's loaded steps, CaseContext.loaded_steps: {id: {"after", "action", "previous"}}), each a plan's
+    `steps_after` value: one trigger left out of several (the step no longer waits for it); a step that waits
+    for a `wait` step runs when that wait began instead (on its triggers); a step on one other trigger runs
+    after the step before it. A concurrent user acting before Kueue finished what the control waits for:
+    kubernetes-sigs/kueue#10759 (queues deleted while an admission is in flight), #10901 (a Workload
+    deactivated while its preemption is in flight), #14863 (a Workload submitted while a preemption fails)."""
+    st = steps.get(sid) or {}
+    after = [dict(t) for t in st.get("after") or []]
+    alts: list[list[dict[str, Any]]] = []
+    if len(after) >= 2:
+        alts += [after[:i] + after[i + 1:] for i in range(len(after))]
+    elif len(after) == 1:
+        t = after[0]
+        waited = steps.get(str(t.get("step"))) if "step" in t else None
+        if waited is not None and waited.get("action") == "wait":
+            alts.append([dict(x) for x in waited.get("after") or []])
+        elif "step" not in t:
+            prev = st.get("previous")
+            alts.append([{"step": prev}] if prev else [])
+    out: list[list[dict[str, Any]]] = []
+    for a in alts:
+        if a != after and a not in out:
+            out.append(a)
+    return out
+
+
+def step_moves(steps: Mapping[str, Mapping[str, Any]] | None) -> list[Move]:
+    """The "moved" family: every user step (USER_STEPS) of the case's own plan run earlier (`earlier`)."""
+    return [step_move(sid, a) for sid, st in (steps or {}).items() if st.get("action") in USER_STEPS
+            for a in earlier(steps or {}, sid)]
+
+
+def unblocked(parent: Plan, steps: Mapping[str, Mapping[str, Any]] | None, unrun: list[str]) -> list[Move]:
+    """Moves that let the first step of `unrun` (the case's steps a run of `parent` never ran: its
+    perturbation blocked their triggers, as a preemption failed every time blocks "the preemptor was
+    admitted") run anyway: right after the step before it (none of its triggers: the perturbation may have
+    blocked them all), then earlier by one trigger (`earlier`); none when `parent` already moves that step."""
+    moved = {m.target.role for m in parent if m.kind == "step"}
+    first = next((sid for sid in unrun if sid in (steps or {})), None)
+    if first is None or first in moved:
+        return []
+    prev = (steps or {})[first].get("previous")
+    alts = [[{"step": prev}] if prev else []] + earlier(steps or {}, first)
+    return [step_move(first, a) for i, a in enumerate(alts) if a not in alts[:i]
+            and a != (steps or {})[first].get("after")]
+
+
+def unblocked_candidates(cand: Candidate, steps: Mapping[str, Mapping[str, Any]] | None, unrun: list[str],
+                         seen: set, max_depth: int = 3) -> list[Candidate]:
+    """`cand` plus each move of `unblocked` (at most `max_depth` + 1 moves; valid, new: `seen` is updated), as
+    stage-0 candidates: a run of `cand` blocked a step of the case's own plan, so these go next."""
+    out: list[Candidate] = []
+    if len(cand.moves) > max_depth:
+        return out
+    for m in unblocked(cand.moves, steps, unrun):
+        plan = (*cand.moves, m)
+        k = (cand.case, plan_key(plan))
+        if k in seen or validate(plan):
+            continue
+        seen.add(k)
+        out.append(Candidate(plan, cand.case, "unblocked", depth=len(plan), parent=cand.id or None, stage=0))
+    return out
+
+
+def root_moves(trace: Trace, steps: Mapping[str, Mapping[str, Any]] | None = None) -> list[tuple[int, str, Move]]:
     """Every single-move perturbation of a reference trace, as (stage, family, move), in the order of the
-    module docstring (not yet pruned by the plan loader)."""
+    module docstring (not yet pruned by the plan loader); `steps`: the case's own plan steps as its
+    reference run loaded them (the "moved" family)."""
     first = trace.first_writes()
     loose = [w for w in first if _loose_workload(w)]
     other = [w for w in first if _holdable(w) and not _loose_workload(w)]
@@ -157,7 +236,8 @@ def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
             out.append((0, "late-answer", Move("hold_response", w.target, (a,))))
     # Stage 2: the rest, one family after the other in turn (each family in its own order), so that
     # however far the budget reaches, every family got its first candidates.
-    fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], [], []]
+    fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], [], [],
+                                          [("moved", m) for m in step_moves(steps)], []]
     for role in dict.fromkeys(d.role for d in trace.deliveries):
         mods = trace.modified(role)
         glob = mods[0].glob if mods else ""
@@ -185,6 +265,16 @@ def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
                           key=lambda w: {"eviction": 0, "admission": 2}.get(w.target.cls, 1))
     for w in keep_failing:
         fams[5].append(("failing", Move("fail", w.target, status=500, times=None)))
+    # A write that starts failing after the first (or second) of its kind went through, where the reference
+    # made it more than once: a later write of the same kind and object that Kueue cannot make, while the
+    # first one's effect stands — kueue#9015: an elastic Job's first slice admitted and running, every
+    # admission of its scaled-up slice failing.
+    made = {}
+    for x in trace.writes:
+        made[x.target.rule_id] = made.get(x.target.rule_id, 0) + 1
+    for w in keep_failing:
+        for k in range(1, min(made.get(w.target.rule_id, 0), 3)):
+            fams[7].append(("failing", Move("fail", w.target, status=500, times=None, skip=k)))
     for i in range(max(len(f) for f in fams)):
         for f in fams:
             if i < len(f):
@@ -192,13 +282,14 @@ def root_moves(trace: Trace) -> list[tuple[int, str, Move]]:
     return out
 
 
-def roots(trace: Trace, case: str, seen: set | None = None) -> list[Candidate]:
+def roots(trace: Trace, case: str, seen: set | None = None,
+          steps: Mapping[str, Mapping[str, Any]] | None = None) -> list[Candidate]:
     """The root candidates of a case from its reference trace: valid, deduplicated, in order; `seen`
     ((case, plan key) of every candidate generated before: the same plan on another case is another
     experiment) is updated."""
     seen = seen if seen is not None else set()
     out = []
-    for stage, fam, m in root_moves(trace):
+    for stage, fam, m in root_moves(trace, steps):
         plan = (m,)
         k = (case, plan_key(plan))
         if k in seen or validate(plan):

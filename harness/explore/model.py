@@ -10,6 +10,7 @@ two faults on the same write kind of the same role cannot both act (the proxy's 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,12 +27,13 @@ HOLD_TIMEOUT = 6.0
 WATCH_DELAY = 2.0
 
 #: Write kinds a target can have besides the Workload status classes of harness/kueue/api.py.
-EXTRA_CLASSES = ("create", "job_suspend", "job_unsuspend", "watch")
+EXTRA_CLASSES = ("create", "job_suspend", "job_unsuspend", "watch", "step")
 #: Seconds a write failed every time waits before each failure (docs/fault-plans.md "a pace"): Kueue's
 #: scheduler retries a failed eviction in its next cycle, ~75 times a second on v0.19.2 when answered at once.
 FAIL_PACE = 0.25
 
-MOVE_KINDS = ("hold", "hold_response", "fail", "drop_watch", "delay_watch", "restart", "delay", "delay_response")
+MOVE_KINDS = ("hold", "hold_response", "fail", "drop_watch", "delay_watch", "restart", "delay", "delay_response",
+              "step")
 AFTER_MODES = ("answered", "delivered")
 
 
@@ -68,6 +70,8 @@ class Target:
 
     def match(self) -> dict[str, str]:
         """The plan rule `match` for this target (the namespace is added when a case loads the plan)."""
+        if self.cls == "step":
+            raise ValueError("a step of the case's own plan is moved by steps_after, not matched by a rule")
         if self.cls == "watch":
             return {"name": self.glob}
         if self.cls == "create":
@@ -79,7 +83,7 @@ class Target:
 
     def words(self) -> str:
         what = {"quota_release": "quota release", "job_suspend": "Job suspend", "job_unsuspend": "Job unsuspend",
-                "create": "creation", "watch": "watch events"}.get(self.cls, self.cls)
+                "create": "creation", "watch": "watch events", "step": "step"}.get(self.cls, self.cls)
         return f"{what} of {self.role}"
 
 
@@ -119,12 +123,20 @@ class Move:
     times: int | None = 1
     delay: float = 0.0
     kill: bool = False
+    #: For "step": the triggers the step of the case's own plan runs on instead of its own, each a JSON text
+    #: of one plan trigger as that plan writes it (`${namespace}` kept): rendered as `steps_after`.
+    triggers: tuple[str, ...] = ()
+    #: For "fail": writes of the target let through before the fault acts (the rule's `skip`): "a write that
+    #: starts failing" after the first `skip` went through.
+    skip: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in MOVE_KINDS:
             raise ValueError(f"unknown move kind {self.kind!r}")
         if (self.kind in ("drop_watch", "delay_watch")) != (self.target.cls == "watch"):
             raise ValueError(f"{self.kind} needs a watch target and a watch target needs a watch move")
+        if (self.kind == "step") != (self.target.cls == "step"):
+            raise ValueError("a step move needs a step target and a step target needs a step move")
         for a in self.after:
             if a.mode not in AFTER_MODES:
                 raise ValueError(f"unknown trigger mode {a.mode!r}")
@@ -134,6 +146,10 @@ class Move:
         """The plan rule id of this move: its target's ("watch-job1" for both watch moves on job1, so only
         one of them acts on an object), "restart-kueue" for the one restart a plan may have."""
         return "restart-kueue" if self.kind == "restart" else self.target.rule_id
+
+    def trigger_list(self) -> list[dict[str, Any]]:
+        """A step move's triggers as plan triggers."""
+        return [json.loads(t) for t in self.triggers]
 
     def words(self, answers_held: frozenset[str] = frozenset()) -> str:
         """In words; `answers_held`: rule ids whose answers the plan holds (their triggers read "applied")."""
@@ -145,11 +161,15 @@ class Move:
             return f"hold the answer to the {t} until {until}"
         if self.kind == "fail":
             return f"fail the {t} with {self.status}" + (" once" if self.times == 1 else f" {self.times} times"
-                                                         if self.times else " every time")
+                                                         if self.times else " every time") + (
+                (" after the first" if self.skip == 1 else f" after the first {self.skip}") if self.skip else "")
         if self.kind == "delay":
             return f"hold the {t} for {self.delay:g}s"
         if self.kind == "delay_response":
             return f"hold the answer to the {t} for {self.delay:g}s"
+        if self.kind == "step":
+            return f"run step {self.target.role} " + (f"on {trigger_words(self.trigger_list())} only"
+                                                      if self.triggers else "as soon as its plan is loaded")
         if self.kind == "drop_watch":
             return f"drop the first {self.times} MODIFIED {t}"
         if self.kind == "delay_watch":
@@ -158,6 +178,30 @@ class Move:
 
 
 Plan = tuple[Move, ...]
+
+
+def trigger_words(triggers: list[dict[str, Any]]) -> str:
+    """Plan triggers in short words: "rule release-v1 answered 200 and step b" (docs/fault-plans.md)."""
+    out = []
+    for t in triggers:
+        if "rule" in t:
+            out.append(f"rule {t['rule']} {t.get('state', 'answered')}" + (f" {t['status']}" if t.get("status") else ""))
+        elif "delivered" in t:
+            out.append(f"Kueue saw {t['delivered']}")
+        elif "step" in t:
+            out.append(f"step {t['step']}")
+        elif "count" in t:
+            out.append(f"{t['count']} {t.get('at_least')} times")
+        elif "log" in t:
+            out.append(f"log /{t['log']}/")
+        else:
+            out.append(", ".join(f"{k} {v}" for k, v in t.items()))
+    return " and ".join(out)
+
+
+def step_move(step: str, triggers: list[dict[str, Any]]) -> Move:
+    """A move that runs step `step` of the case's own plan on `triggers` instead of its own."""
+    return Move("step", Target("step", step, ""), triggers=tuple(json.dumps(t, sort_keys=True) for t in triggers))
 
 
 def plan_words(moves: Plan) -> str:
@@ -216,6 +260,8 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
 
     for m in moves:
         rid = m.rule_id
+        if m.kind == "step":
+            continue  # not a rule: plan_document writes it under steps_after
         if m.kind in ("hold", "hold_response"):
             r: dict[str, Any] = {"id": rid, "match": m.target.match(), "action": m.kind}
             if m.after:
@@ -227,6 +273,8 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
                  "times": m.times, "reason": _REASONS.get(int(m.status or 500), "InternalError")}
             if m.times is None:  # a pace, not an ordering: Kueue retries such a write as fast as it can
                 r["delay"] = FAIL_PACE
+            if m.skip:
+                r["skip"] = m.skip
         elif m.kind in ("delay", "delay_response"):
             r = {"id": rid, "match": m.target.match(), "action": "delay", "delay": round(float(m.delay), 3)}
             if m.kind == "delay_response":
@@ -279,6 +327,9 @@ def plan_document(moves: Plan, name: str, description: str = "", hold_timeout: f
     doc = {"apiVersion": "kueue-harness/v1", "kind": "FaultPlan", "name": name,
            "description": description or plan_words(moves) or "observe every Kueue write",
            "rules": rules}
+    moved = {m.target.role: m.trigger_list() for m in moves if m.kind == "step"}
+    if moved:
+        doc["steps_after"] = moved
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
     head = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     return head + text
@@ -322,10 +373,12 @@ def move_to_dict(m: Move) -> dict[str, Any]:
     """A Move as JSON (explore.json, shards' results)."""
     return {"kind": m.kind, "target": m.target.__dict__, "after": [{"target": a.target.__dict__, "mode": a.mode,
                                                                     "status": a.status} for a in m.after],
-            "status": m.status, "times": m.times, "delay": m.delay, "kill": m.kill}
+            "status": m.status, "times": m.times, "delay": m.delay, "kill": m.kill,
+            **({"triggers": list(m.triggers)} if m.triggers else {}), **({"skip": m.skip} if m.skip else {})}
 
 
 def move_from_dict(d: dict[str, Any]) -> Move:
     return Move(d["kind"], Target(**d["target"]),
                 tuple(After(Target(**a["target"]), a["mode"], a.get("status")) for a in d.get("after") or ()),
-                d.get("status"), d.get("times", 1), d.get("delay", 0.0), d.get("kill", False))
+                d.get("status"), d.get("times", 1), d.get("delay", 0.0), d.get("kill", False),
+                tuple(d.get("triggers") or ()), int(d.get("skip") or 0))

@@ -284,6 +284,9 @@ class PerturbedRun:
         self.monitor.__enter__()
         ctx.record("perturbed_run", run=self.run.get("id", ""), plan=plan.name, file=str(self.plan_file),
                    moves=self.run.get("words", ""))
+        if plan.steps_after:  # steps of the case's own plan run on other triggers (CaseContext.load_plan)
+            ctx.steps_after = dict(plan.steps_after)
+            ctx.record("steps_after_asked", steps=sorted(plan.steps_after))
         ctx.load_plan(self.plan_file)
         ctx.step_wait = self.step_wait
         ctx.plan_quiet = self.quiet
@@ -400,6 +403,12 @@ class PerturbedRun:
         except Exception as e:  # noqa: BLE001 - the verdict stands without it; the driver says so
             ctx.record("explore_result_not_written", error=f"{type(e).__name__}: {e}")
 
+    def unrun_steps(self) -> list[str]:
+        """The steps of the plans the case loaded (CaseContext.loaded_steps) that never ran: the proxy never
+        signalled them before the verdict (their triggers never held: the perturbation may have blocked them)."""
+        ran = {e.get("rule") for e in self.ctx.proxy.case_events() if e.get("event") == "signalled"}
+        return [sid for sid in self.ctx.loaded_steps if sid not in ran]
+
     def result(self, nodeid: str) -> dict[str, Any]:
         """What the driver reads (module docstring)."""
         ctx = self.ctx
@@ -437,5 +446,6 @@ class PerturbedRun:
             "checkers": sorted(ctx.selection.checkers), "kueue_version": getattr(ctx.env, "kueue_version", None),
             "deleting": any(e.get("source") == "monitor" and e.get("event") == "object_deleting"
                             for e in ctx.history.events),
+            "steps": ctx.loaded_steps, "unrun_steps": self.unrun_steps(),
             "seconds": round(time.time() - self.started, 2), "events": events, "evidence": str(ctx.dir),
         }

@@ -141,8 +141,9 @@ def all_params() -> dict[str, tuple[str, Any]]:
 def describe(rule: Mapping[str, Any]) -> str:
     """The fault table's words for a rule dict (Rule.to_dict() form); an unknown action is named as is."""
     name = rule.get("action", "hold")
+    skip = f" (the first {rule['skip']} let through)" if rule.get("skip") else ""
     try:
-        return get(name).describe(rule)
+        return get(name).describe(rule) + skip
     except KeyError:
         return str(name)
 

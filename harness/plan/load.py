@@ -11,7 +11,7 @@ import copy
 import dataclasses
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import yaml
 
 from harness.common import paths
 from harness.common.errors import HarnessError
-from harness.plan import actions, steps, yamlsafe
+from harness.plan import actions, moved, steps, yamlsafe
 from harness.plan.rules import Match, Release, Rule, RuleError, Trigger, rule_keys, rule_set_errors
 
 CASES_DIR = paths.CASES_DIR
@@ -37,7 +37,7 @@ def shipped_plans() -> dict[str, Path]:
 API_VERSION = "kueue-harness/v1"
 KIND = "FaultPlan"
 
-_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules", "steps", "kueue"}
+_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules", "steps", "kueue", "steps_after"}
 _RULE_KEYS = rule_keys()  # the shared keys and every action's extra keys (harness/plan/actions.py)
 _MATCH_KEYS = {f.name for f in dataclasses.fields(Match)}
 _RELEASE_KEYS = {f.name for f in dataclasses.fields(Release)}
@@ -77,6 +77,8 @@ class Plan:
     steps: tuple[str, ...] = ()
     #: The namespace it was loaded for (`load_plan(namespace=…)`, `plan load --namespace`), or None.
     namespace: str | None = None
+    #: `steps_after:` {step id: triggers} for steps of a plan the case loads later (harness/plan/moved.py).
+    steps_after: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         """The body of the proxy's `POST /plan`: name, rules, and `source` ({"file": the plan file's
@@ -329,21 +331,6 @@ def _set_problem_node(msg: str, nodes: dict[str, tuple[yaml.Node, dict]], root: 
     return rnode
 
 
-def _variables(problems: _Problems, node: yaml.Node) -> None:
-    """Report every `${name}` in the plan's strings that is not a template variable (harness/plan/steps.py)."""
-    if isinstance(node, yaml.ScalarNode):
-        if isinstance(node.value, str) and "${" in node.value:
-            for name in steps.unknown_variables(node.value):
-                problems.add(node, f"unknown template variable ${{{name}}}; the only one is ${{namespace}} (the "
-                                   "namespace the plan is loaded for)")
-    elif isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            _variables(problems, v)
-    elif isinstance(node, yaml.SequenceNode):
-        for v in node.value:
-            _variables(problems, v)
-
-
 #: A Kubernetes namespace name: an RFC 1123 label (k8s.io/apimachinery pkg/util/validation IsDNS1123Label,
 #: which kube-apiserver's namespace validation uses).
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -419,7 +406,7 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     top, _ = _check_mapping(problems, root, _TOP_KEYS, "plan")
     if top is None:
         raise problems.error()  # type: ignore[misc]
-    _variables(problems, root)
+    steps.check_variables(problems, root)
     data = steps.template(data, namespace or steps.DEFAULT_NAMESPACE)
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         wrong = "apiVersion" if data.get("apiVersion") != API_VERSION else "kind"
@@ -428,8 +415,9 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     if has_steps and (not isinstance(top["steps"][1], yaml.SequenceNode) or not top["steps"][1].value):
         problems.add(top["steps"][1], "`steps` must be a non-empty list")
         raise problems.error()  # type: ignore[misc]
-    if ("rules" not in top and not has_steps) or ("rules" in top and (
-            not isinstance(top["rules"][1], yaml.SequenceNode) or (not top["rules"][1].value and not has_steps))):
+    steps_after, more = moved.read(problems, top, data), has_steps or "steps_after" in top
+    if ("rules" not in top and not more) or ("rules" in top and (
+            not isinstance(top["rules"][1], yaml.SequenceNode) or (not top["rules"][1].value and not more))):
         problems.add(top.get("rules", (None, root))[1], "`rules` must be a non-empty list"
                      + ("" if "rules" in top else " (or give `steps`)"))
         raise problems.error()  # type: ignore[misc]
@@ -570,7 +558,7 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     if err is not None:
         raise err
     return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
-                tuple(rules), source, lines, kueue, tuple(step_ids), namespace)
+                tuple(rules), source, lines, kueue, tuple(step_ids), namespace, steps_after)
 
 
 def load_plan(path: str | Path, namespace: str | None = None, near: Path | None = None) -> Plan:

@@ -48,7 +48,7 @@ _RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
 #: Rule keys every action shares (Rule's fields except `params`); extra keys come from the actions.
-_BASE_KEYS = ("id", "match", "action", "stage", "times", "status", "reason", "message", "delay", "max_hold",
+_BASE_KEYS = ("id", "match", "action", "stage", "times", "skip", "status", "reason", "message", "delay", "max_hold",
               "release")
 
 
@@ -77,6 +77,9 @@ class Rule:
     action: str = "hold"
     stage: str = "request"
     times: int | None = 1
+    #: Matching requests let through untouched before the rule acts (the next rule may take them): `skip: 1,
+    #: times: null` fails every write of a kind but the first ("a write that starts failing").
+    skip: int = 0
     status: int = 500
     reason: str = "InternalError"
     message: str = "injected by kueue-harness"
@@ -126,7 +129,7 @@ class Rule:
         d = kind.normalize(d)
         if d.get("release") is not None:
             d["release"] = Release.from_dict(d["release"], rid)
-        for k, types in (("times", int), ("status", int), ("delay", (int, float)), ("max_hold", (int, float))):
+        for k, types in (("times", int), ("skip", int), ("status", int), ("delay", (int, float)), ("max_hold", (int, float))):
             if k not in d or (k == "times" and d[k] is None):
                 continue
             if isinstance(d[k], bool) or not isinstance(d[k], types) or not math.isfinite(d[k]):
@@ -143,6 +146,11 @@ class Rule:
             raise RuleError(f"rule {r.id}: stage {r.stage!r} is not one of {', '.join(STAGES)}", key="stage")
         if r.times is not None and r.times < 1:
             raise RuleError(f"rule {r.id}: times must be >= 1 or null", key="times")
+        if r.skip < 0:
+            raise RuleError(f"rule {r.id}: skip must be >= 0 (the matching requests let through first)", key="skip")
+        if r.skip and kind.consulted != "flow":
+            takers = ", ".join(a for a in RULE_ACTIONS if actions.get(a).consulted == "flow")
+            raise RuleError(f"rule {r.id}: skip applies to actions {takers} only, not {r.action}", key="skip")
         if not 100 <= r.status <= 599:
             raise RuleError(f"rule {r.id}: status {r.status} is not an HTTP status", key="status")
         if r.delay < 0:
@@ -342,14 +350,20 @@ class RuleState:
 
     rule: Rule
     hits: int = 0
+    #: Matching requests let through so far because of `skip`.
+    skipped: int = 0
 
     def take(self, write: KueueWrite | None, method: str, path: str, stage: str, body: Any = None) -> bool:
-        """If this rule applies to the request at `stage` and has uses left, count it and return True."""
+        """If this rule applies to the request at `stage`, let its first `skip` through, and has uses left,
+        count it and return True."""
         if self.rule.stage != stage:
             return False
         if self.rule.times is not None and self.hits >= self.rule.times:
             return False
         if not self.rule.match.matches(write, method, path, body):
+            return False
+        if self.skipped < self.rule.skip:
+            self.skipped += 1
             return False
         self.hits += 1
         return True

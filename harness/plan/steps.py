@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import yaml
+
 from harness import objects
 
 
@@ -48,6 +50,22 @@ def template(value: Any, namespace: str) -> Any:
 def unknown_variables(text: str) -> list[str]:
     """The `${…}` names in `text` that are not TEMPLATE_VARS."""
     return [m for m in TEMPLATE.findall(text) if m not in TEMPLATE_VARS]
+
+
+def check_variables(problems: Any, node: Any) -> None:
+    """Add to `problems` (the plan loader's: `.add(node, message)`) every `${name}` in the YAML `node`'s strings
+    that is not a template variable."""
+    if isinstance(node, yaml.ScalarNode):
+        if isinstance(node.value, str) and "${" in node.value:
+            for name in unknown_variables(node.value):
+                problems.add(node, f"unknown template variable ${{{name}}}; the only one is ${{namespace}} (the "
+                                   "namespace the plan is loaded for)")
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            check_variables(problems, v)
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            check_variables(problems, v)
 
 
 # ---- kinds ---------------------------------------------------------------------------------------

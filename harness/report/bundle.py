@@ -213,6 +213,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "kueue_restart"): ("kill",),  # optional: rule (a plan's process fault)
     ("harness", "oversubscription_lasted"): ("persisted",),
     ("harness", "perturbed_run"): ("run", "plan", "file", "moves"),  # harness/explore/plugin.py
+    ("harness", "steps_after_asked"): ("steps",),  # harness/explore/plugin.py: a plan's steps_after
     ("harness", "step_skipped"): ("what", "why", "after"),
     ("harness", "settle_problem"): ("problem",),
     ("harness", "explore_result_not_written"): ("error",),

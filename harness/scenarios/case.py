@@ -55,6 +55,12 @@ class CaseContext:
     #: nothing reached the proxy for a while), or None; `wait_plan` then stops waiting for a plan step or
     #: rule that has not ended (harness/explore/plugin.py PLAN_QUIET).
     plan_quiet: Any = None
+    #: Set for a perturbed run whose plan moves steps of the case's own plan (`steps_after:`,
+    #: docs/fault-plans.md "Moving a case's steps"): {step id: triggers}; `load_plan` applies them.
+    steps_after: dict[str, Any] = field(default_factory=dict)
+    #: The steps of every plan the case loaded (not the perturbation's): {step id: {"plan": name, "after":
+    #: its triggers as run, "moved": bool}} — what explore reads to move a step its perturbation blocked.
+    loaded_steps: dict[str, Any] = field(default_factory=dict)
     #: The composed verdict (harness/checkers/base.Verdict) once the case was judged.
     judged: Any = None
     #: Whether its teardown writes the evidence bundle (explore's runs without a violation do not:
@@ -232,14 +238,55 @@ class CaseContext:
         from harness.plan.load import load_plan
 
         plan = load_plan(name, namespace=self.ns, near=self.case_folder)
+        moved: list[str] = []
+        if self.steps_after and plan.steps:
+            plan, moved = self._moved(plan)
+        self._note_steps(plan, moved)
         if getattr(plan, "kueue", None) is not None and not plan.kueue.is_default:
             # The plan's `kueue:` section over the case's own declaration (docs/kueue-config.md).
             from harness.kueue import config as kueue_config
 
             self.configure_kueue(plan.kueue.over(self.kueue_declared or kueue_config.DEFAULT), why=f"plan {plan.name}")
         handles = self.proxy.load_plan(plan)
-        self.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules])
+        extra = {"steps_moved": {sid: self.steps_after[sid] for sid in moved}, "file": plan.source} if moved else {}
+        self.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules], **extra)
         return handles
+
+    def _moved(self, plan: Any) -> tuple[Any, list[str]]:
+        """`plan` with the steps `steps_after` names run on its triggers, written as the plan that ran into the
+        case's folder (plans-moved/<name>.yaml: the evidence says what actually ran), and the ids moved.
+        Raises PlanError when the moved plan is not valid (a trigger names a rule it lacks)."""
+        from harness.plan.load import parse_plan
+        from harness.plan.moved import apply_steps_after
+
+        text, moved = apply_steps_after(Path(plan.source).read_text(), self.steps_after)
+        if not moved:
+            return plan, []
+        out = self.dir / "plans-moved" / f"{Path(plan.source).stem}.yaml"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        head = (f"# {Path(plan.source).name} with step(s) {', '.join(moved)} run on other triggers (steps_after of the "
+                "perturbation's plan)\n")
+        out.write_text(head + text)
+        return parse_plan(out.read_text(), str(out), self.ns), moved
+
+    def _note_steps(self, plan: Any, moved: list[str]) -> None:
+        """Remember the steps of `plan` as its file writes them (loaded_steps): their triggers untemplated
+        (`${namespace}` kept), a step without `after` as after the step before it."""
+        import yaml
+
+        try:
+            raw = yaml.safe_load(Path(plan.source).read_text())
+        except (OSError, yaml.YAMLError):
+            return
+        previous = None
+        for st in (raw.get("steps") or []) if isinstance(raw, dict) else []:
+            if not isinstance(st, dict) or not isinstance(st.get("id"), str):
+                continue
+            after = st["after"] if "after" in st else ([{"step": previous}] if previous else [])
+            kind = next((k for k in ("create", "patch", "delete", "wait", "sleep") if k in st), "")
+            self.loaded_steps[st["id"]] = {"plan": plan.name, "after": after, "moved": st["id"] in moved,
+                                           "action": kind, "previous": previous}
+            previous = st["id"]
 
     def wait_plan(self, rule_ids: list[str], timeout: float) -> None:
         """Wait (at most `timeout` seconds per rule) until each hold rule let its flow go, however it ended,

@@ -27,6 +27,9 @@ SPREAD = {
     "case_objects_deleted": set(),
     # Only {"requests": …} when the Job asks for more than cpu (optional; harness/scenarios/setups.py).
     "job_created": set(),
+    # Only {"steps_moved", "file"} when a perturbation's steps_after moved steps of it (optional;
+    # harness/scenarios/case.py load_plan).
+    "plan_loaded": set(),
     # A plan's process fault adds its `rule` (optional; harness/nemesis/runner.py).
     "kueue_restart": set(),
     # A session bundle's verdict adds `kueue` when Kueue's state is known (optional; harness/cli/bundle.py).

@@ -1,0 +1,66 @@
+"""`steps_after`: a plan that moves steps of a plan the case loads later (docs/fault-plans.md "Moving a case's
+steps"): reading the key (the plan loader calls `read`) and applying it to the plan it moves
+(`apply_steps_after`, called by harness/scenarios/case.py load_plan)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from harness.common.errors import HarnessError
+
+
+#: A step id as `steps_after` names it (the rule id syntax of harness/plan/rules.py).
+STEP_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def read(problems: Any, top: dict[str, tuple[yaml.Node, yaml.Node]], data: dict[str, Any]
+         ) -> dict[str, list[dict[str, Any]]]:
+    """The plan's `steps_after:` ({step id: list of trigger mappings}), problems added for any other shape.
+    The triggers themselves are checked where they are used: in the plan whose steps they move
+    (apply_steps_after), whose rules they may name."""
+    if "steps_after" not in top:
+        return {}
+    node = top["steps_after"][1]
+    raw = data.get("steps_after")
+    if not isinstance(node, yaml.MappingNode) or not isinstance(raw, dict) or not raw:
+        problems.add(node, "steps_after: expected a mapping of step ids to trigger lists, e.g. "
+                           "{s: [{rule: release-v1, state: answered}]}")
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for knode, vnode in node.value:
+        sid = knode.value if isinstance(knode, yaml.ScalarNode) else None
+        val = raw.get(sid) if isinstance(sid, str) else None
+        if not isinstance(sid, str) or not STEP_ID.fullmatch(sid):
+            problems.add(knode, f"steps_after: {sid!r} is not a step id")
+        elif not isinstance(val, list) or not all(isinstance(t, dict) and t for t in val):
+            problems.add(vnode, f"steps_after.{sid}: expected a list of triggers (mappings such as "
+                                "{rule: ID, state: answered}); [] runs the step as soon as its plan is loaded")
+        else:
+            out[sid] = [dict(t) for t in val]
+    return out
+
+
+def apply_steps_after(text: str, edits: dict[str, list[dict[str, Any]]]) -> tuple[str, list[str]]:
+    """Plan text with the `after` of each step named in `edits` replaced by its triggers (a step without
+    `after` ran after the step before it; it now runs on these triggers instead), and the ids it changed, in
+    file order. Unchanged text and [] when the plan has none of those steps (it is not the plan they move).
+    The result must still pass parse_plan: a trigger naming a rule that plan lacks is refused there.
+    Raises HarnessError when the text is not YAML."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise HarnessError(f"cannot move the steps of a plan that is not YAML: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+        return text, []
+    changed: list[str] = []
+    for st in data["steps"]:
+        if isinstance(st, dict) and st.get("id") in edits:
+            st["after"] = [dict(t) for t in edits[st["id"]]]
+            changed.append(st["id"])
+    if not changed:
+        return text, []
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120), changed
+
