@@ -124,10 +124,18 @@ class StepsDone:
     (its `after` triggers never held), was still running, or was removed while it ran means the scenario the
     plan describes did not happen. Each load of a step is judged on its own (base.rule_loads): a step that
     failed and was loaded again is still a failure of its first load. A step removed before it began (`plan
-    clear` in a session) was withdrawn: said, not a failure. No steps: nothing to judge (no finding)."""
+    clear` in a session) was withdrawn: said, not a failure. No steps: nothing to judge (no finding).
+
+    `waits_pace` (a perturbed run's: harness/explore/plugin.py): a `wait` step that timed out, and a step that
+    never ran because it waits only for such steps, are said, not failures — the perturbation kept from
+    happening what the control's wait observes, as a perturbed case's own waits pace it instead of judging
+    it; every create, patch and delete must still have run."""
 
     name: ClassVar[str] = "steps_done"
     kind: ClassVar[str] = "assumption"
+
+    def __init__(self, waits_pace: bool = False) -> None:
+        self.waits_pace = bool(waits_pace)
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         from harness.plan import actions
@@ -137,11 +145,17 @@ class StepsDone:
         steps = [lr for lr in rule_loads(seen) if lr.rule.get("action") in step_kinds]
         if not steps:
             return []
-        bad, good, withdrawn = [], [], []
+        bad, good, withdrawn, paced = [], [], [], []
         for lr in steps:
             rule, done = lr.rule, lr.done
+            after = [t for t in (rule.get("release") or {}).get("after") or [] if isinstance(t, Mapping)]
+            waits_for = {t.get("step") for t in after} if after and all(t.get("step") for t in after) else set()
             if lr.fired is None and lr.removed is not None:
                 withdrawn.append(lr.label)
+            elif self.waits_pace and lr.fired is None and waits_for and waits_for <= set(paced):
+                paced.append(str(rule.get("id")))
+            elif self.waits_pace and rule.get("action") == "wait" and done is not None and not done.get("ok"):
+                paced.append(str(rule.get("id")))
             elif lr.fired is None:
                 after = ", ".join(_trigger_words(t) for t in (rule.get("release") or {}).get("after") or [])
                 bad.append(f"step {lr.label} never ran (its triggers never all held: {after or 'none'})")
@@ -153,12 +167,14 @@ class StepsDone:
                 bad.append(f"step {lr.label} ({rule.get('action')}) failed: {done.get('error', '?')}")
             else:
                 good.append(f"{lr.label} ({rule.get('action')}, {done.get('seconds', '?')} s)")
-        note = (f" Removed before they began (not judged): {', '.join(withdrawn)}." if withdrawn else "")
+        note = (f" Removed before they began (not judged): {', '.join(withdrawn)}." if withdrawn else "") + (
+            f" Paced by the perturbation (a wait that timed out, or only waiting for one; not judged): "
+            f"{', '.join(paced)}." if paced else "")
         if bad:
             return [_void(self.name, f"{len(bad)} plan step(s) did not run to success",
                           names.text("; ".join(bad)) + "." + note)]
         if not good:
-            return [_ok(self.name, "every plan step was removed before it began", note.strip())]
+            return [_ok(self.name, "every plan step was removed before it began or paced", note.strip())]
         return [_ok(self.name, "every plan step ran and succeeded",
                     "Steps " + ", ".join(good) + " ran and succeeded." + note)]
 

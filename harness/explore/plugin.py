@@ -270,6 +270,7 @@ class PerturbedRun:
         self.started = time.time()
         self.skipped: list[dict[str, Any]] = []
         self.restarts = False
+        self.acts = False
 
     # ---- before the body -----------------------------------------------------------------------
     def begin(self) -> None:
@@ -278,6 +279,9 @@ class PerturbedRun:
         ctx = self.ctx
         plan = load_plan(self.plan_file, namespace=ctx.ns, near=ctx.case_folder)
         self.rule_ids = {r.id for r in plan.rules}
+        #: The plan acts (not the observe-only plan of a reference or no-op run): the control's `wait` steps
+        #: pace it (steps_done waits_pace) as its case waits do.
+        self.acts = bool(plan.steps_after) or any(r.action != "observe" for r in plan.rules)
         self.timeouts = [r.release.timeout for r in plan.rules if r.release is not None and r.release.timeout]
         self.restarts = any(r.action == "restart_kueue" for r in plan.rules)
         self.monitor = ctx.monitor(ctx.prefix)  # a context manager (the plugin's own monitor, when it runs one)
@@ -361,7 +365,10 @@ class PerturbedRun:
         except WaitTimeout:
             ctx.record("settle_problem", problem=f"the plan still held a flow after {bound:g}s")
         oracles = {**(self.run.get("oracles") or {}), **parse_oracles(self.config.getoption("kh_oracles") or [])}
-        ctx.selection = Selection(explore_selection(ctx.selection.checkers, oracles, self.run.get("not_judged") or ()))
+        sel = explore_selection(ctx.selection.checkers, oracles, self.run.get("not_judged") or ())
+        if self.acts:
+            sel["steps_done"] = {**sel.get("steps_done", {}), "waits_pace": True}
+        ctx.selection = Selection(sel)
         checkers = [c for c in ctx.selection.build() if REGISTRY[c.name].kind == "invariant"]
         t0 = time.time()
 

@@ -370,3 +370,33 @@ def test_the_schema_knows_the_fact_event() -> None:
     assert HISTORY_FIELDS[("proxy", "fact")] == ("fact", "what", "rules", "detail")
     good = _step_history(("s1", True, ""))
     assert not [p for p in history_problems(good) if "signal" in p or "fact" in p]
+
+
+def test_steps_done_lets_a_perturbation_pace_the_control_s_waits() -> None:
+    """A perturbed run (harness/explore/plugin.py: waits_pace): a wait step that timed out, and a step waiting
+    only for it, are said, not failures; a create that never ran for another reason still is."""
+    from harness.checkers.assumptions import StepsDone
+    from harness.history.names import Names
+    from tests.unit.test_report import base, ev
+
+    h = base(20.0) + [
+        ev(1, "proxy", "rule_added", rule={"id": "e", "action": "create", "create": [{"kind": "Job"}],
+                                           "release": {"after": []}}),
+        ev(1.01, "proxy", "rule_added", rule={"id": "scaled", "action": "wait", "wait": {"log": "x"},
+                                              "release": {"after": [{"step": "e"}]}}),
+        ev(1.02, "proxy", "rule_added", rule={"id": "after-scaled", "action": "delete", "delete": "Job/e",
+                                              "release": {"after": [{"step": "scaled"}]}}),
+        ev(1.1, "proxy", "signalled", rule="e", action="create", why="triggers: none"),
+        ev(1.2, "proxy", "signal_done", rule="e", action="create", ok=True, since_signalled=0.01, seconds=0.01),
+        ev(1.3, "proxy", "signalled", rule="scaled", action="wait", why="triggers: step e"),
+        ev(9.3, "proxy", "signal_done", rule="scaled", action="wait", ok=False, since_signalled=8,
+           error="timed out after 8s"),
+    ]
+    h = sorted(h, key=lambda e: e["ts"])
+    assert StepsDone().check(h, {}, Names(h))[0].result == "violated"
+    [f] = StepsDone(waits_pace=True).check(h, {}, Names(h))
+    assert f.result == "held" and "Paced by the perturbation" in f.evidence and "scaled, after-scaled" in f.evidence
+    other = h + [ev(1.03, "proxy", "rule_added", rule={"id": "s", "action": "create", "create": [{"kind": "Job"}],
+                                                      "release": {"after": [{"rule": "adm", "state": "held"}]}})]
+    [f] = StepsDone(waits_pace=True).check(sorted(other, key=lambda e: e["ts"]), {}, Names(other))
+    assert f.result == "violated" and "step s never ran" in f.evidence
