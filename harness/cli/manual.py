@@ -43,7 +43,9 @@ def _cmd_up(args: argparse.Namespace) -> int:
     if args.plan:
         from harness.plan.load import load_plan
 
-        load_plan(args.plan)  # file:line errors before anything starts
+        from harness.plan.moved import refuse_outside_a_case
+
+        refuse_outside_a_case(load_plan(args.plan), "up --plan")  # file:line errors before anything starts
     if args.kueue_config:
         from harness.kueue.config import load_file
 
@@ -372,7 +374,10 @@ def _hold_remedy(args: argparse.Namespace) -> Iterator[None]:
 def _cmd_plan_load(args: argparse.Namespace) -> int:
     from harness.plan.load import load_plan
 
+    from harness.plan.moved import refuse_outside_a_case
+
     plan = load_plan(args.file, namespace=args.namespace)
+    refuse_outside_a_case(plan, "plan load")
     try:
         _attach(args).load_plan(plan, by="plan load")
     except HarnessError as e:
@@ -399,7 +404,8 @@ def _cmd_plan_validate(args: argparse.Namespace) -> int:
             continue
         rules = ", ".join(r.id for r in plan.rules if r.id not in plan.steps)
         steps = f"steps {', '.join(plan.steps)}" if plan.steps else ""
-        print(f"{plan.source}: valid, plan {plan.name}: {'; '.join(x for x in (rules, steps) if x)}")
+        moves = f"moves the case's steps {', '.join(plan.steps_after)}" if plan.steps_after else ""
+        print(f"{plan.source}: valid, plan {plan.name}: {'; '.join(x for x in (rules, steps, moves) if x)}")
         for line in name_warnings(plan):  # valid, but a rule that can never match what Kueue writes
             print(line, file=sys.stderr)
     if bad:

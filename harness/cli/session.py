@@ -300,6 +300,10 @@ def _serve(args: argparse.Namespace) -> int:
     name = check_name(args.name)
     art = Path(args.artifacts)
     plan = load_plan(args.plan) if args.plan else None  # validate before anything starts
+    if plan is not None:
+        from harness.plan.moved import refuse_outside_a_case
+
+        refuse_outside_a_case(plan, "up --plan")
     # The Kueue configuration: --kueue-config FILE over the plan's `kueue:` section (docs/kueue-config.md).
     from harness.kueue import config as kconfig
 

@@ -382,6 +382,8 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         try:
             root = loader.get_single_node()
             data = loader.construct_document(root) if root is not None else None
+        except ValueError as e:  # an integer past Python's 4,300-digit limit (int's own ValueError)
+            raise PlanError(f"{source}:1: a value YAML cannot read as data ({e}); write a smaller number") from None
         finally:
             loader.dispose()
     except yaml.reader.ReaderError as e:  # a character YAML never allows (NUL, BEL, ESC, …): not "marked"

@@ -29,18 +29,44 @@ def read(problems: Any, top: dict[str, tuple[yaml.Node, yaml.Node]], data: dict[
         problems.add(node, "steps_after: expected a mapping of step ids to trigger lists, e.g. "
                            "{s: [{rule: release-v1, state: answered}]}")
         return {}
+    from harness.plan.rules import RuleError
+    from harness.plan.triggers import Trigger
+
     out: dict[str, list[dict[str, Any]]] = {}
+    own = {st.get("id") for st in data.get("steps") or [] if isinstance(st, dict)}
     for knode, vnode in node.value:
         sid = knode.value if isinstance(knode, yaml.ScalarNode) else None
         val = raw.get(sid) if isinstance(sid, str) else None
-        if not isinstance(sid, str) or not STEP_ID.fullmatch(sid):
+        if isinstance(knode, yaml.ScalarNode) and knode.tag != "tag:yaml.org,2002:str":
+            problems.add(knode, f"steps_after: {sid!r} reads as a {knode.tag.rsplit(':', 1)[-1]}, not a step id; "
+                                f"quote it (\"{sid}\":)")
+        elif not isinstance(sid, str) or not STEP_ID.fullmatch(sid):
             problems.add(knode, f"steps_after: {sid!r} is not a step id")
+        elif sid in out:
+            problems.add(knode, f"steps_after: step {sid} given twice")
+        elif sid in own:
+            problems.add(knode, f"steps_after: step {sid} is this plan's own; steps_after moves the steps of the plan "
+                                "a case loads later (give this one `after` instead)")
         elif not isinstance(val, list) or not all(isinstance(t, dict) and t for t in val):
             problems.add(vnode, f"steps_after.{sid}: expected a list of triggers (mappings such as "
                                 "{rule: ID, state: answered}); [] runs the step as soon as its plan is loaded")
         else:
+            for j, t in enumerate(val):
+                try:
+                    Trigger.from_dict(dict(t), f"steps_after.{sid}[{j}]")
+                except (RuleError, TypeError, ValueError) as e:
+                    problems.add(vnode, str(e))
             out[sid] = [dict(t) for t in val]
     return out
+
+
+def refuse_outside_a_case(plan: Any, how: str) -> None:
+    """Raise HarnessError when `plan` has `steps_after` and is loaded by `how` ("plan load", "up --plan"),
+    where no case loads a plan of its own for it to move (it would silently do nothing)."""
+    if getattr(plan, "steps_after", None):
+        raise HarnessError(f"{how}: plan {plan.name} moves steps ({', '.join(plan.steps_after)}) of the plan a case "
+                           "loads (steps_after), and a session loads no case's plan; replay it on the case instead: "
+                           "pytest CASE --plan FILE (docs/fault-plans.md, Moving a case's steps)")
 
 
 def apply_steps_after(text: str, edits: dict[str, list[dict[str, Any]]]) -> tuple[str, list[str]]:

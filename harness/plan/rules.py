@@ -52,6 +52,10 @@ _BASE_KEYS = ("id", "match", "action", "stage", "times", "skip", "status", "reas
               "release")
 
 
+#: The largest `times`, `skip`, `status`, `delay` or `max_hold` a rule takes: far beyond any run.
+MAX_COUNT = 1_000_000
+
+
 def rule_keys() -> set[str]:
     """Every key a rule may have: the shared ones and each registered action's `params`."""
     return set(_BASE_KEYS) | set(actions.all_params())
@@ -132,8 +136,12 @@ class Rule:
         for k, types in (("times", int), ("skip", int), ("status", int), ("delay", (int, float)), ("max_hold", (int, float))):
             if k not in d or (k == "times" and d[k] is None):
                 continue
-            if isinstance(d[k], bool) or not isinstance(d[k], types) or not math.isfinite(d[k]):
-                raise RuleError(f"rule {rid}: {k} must be a finite number, got {d[k]!r}", key=k)
+            if isinstance(d[k], bool) or not isinstance(d[k], types) or (
+                    isinstance(d[k], float) and not math.isfinite(d[k])):
+                what = "a whole number" if types is int else "a finite number"
+                raise RuleError(f"rule {rid}: {k} must be {what}, got {d[k]!r}", key=k)
+            if abs(d[k]) > MAX_COUNT:  # beyond any run (and float() of a larger int overflows)
+                raise RuleError(f"rule {rid}: {k} {d[k]} is beyond any run (at most {MAX_COUNT})", key=k)
         params = dict(kind.params)  # the action's defaults, then what the rule gives
         for k, (owner, _default) in actions.all_params().items():
             if k in d:

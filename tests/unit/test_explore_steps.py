@@ -64,6 +64,11 @@ def test_a_plan_moves_steps_of_a_plan_loaded_later() -> None:
     ("{s: {rule: x}}", "steps_after.s: expected a list of triggers"),
     ("{s: [x]}", "steps_after.s: expected a list of triggers"),
     ("{'bad id!': []}", "is not a step id"),
+    ("{1: []}", "reads as a int, not a step id; quote it"),
+    ("\n  s: [{rule: r1}]\n  s: []", "step s given twice"),
+    ("{s: [{bogus: 1}]}", "steps_after.s\\[0\\]: unknown key\\(s\\) bogus"),
+    ("{s: [{rule: r1, state: flying}]}", "steps_after.s\\[0\\]"),
+    ("{s: [{rule: r1, log: x}]}", "give exactly one of"),
 ])
 def test_steps_after_in_another_shape_is_refused(value: str, words: str) -> None:
     text = f"apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: x\nrules: []\nsteps_after: {value}\n"
@@ -177,3 +182,26 @@ def test_a_write_made_twice_in_the_reference_also_starts_failing_after_the_first
     assert later[0].words() == "fail the admission of e with 500 every time after the first"
     rule = parse_plan(plan_document((later[0],), "c"), "c.yaml").rules[0]
     assert rule.skip == 1 and rule.times is None and validate((later[0],)) is None
+
+
+def test_a_plan_may_not_move_its_own_steps_nor_be_loaded_where_no_case_plan_is() -> None:
+    from harness.common.errors import HarnessError
+    from harness.plan.moved import refuse_outside_a_case
+
+    text = ("apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: x\nsteps: [{id: s, sleep: 0}]\n"
+            "steps_after: {s: []}\n")
+    with pytest.raises(PlanError, match="step s is this plan's own"):
+        parse_plan(text, "x.yaml")
+    plan = parse_plan("apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: x\nsteps_after: {s: []}\n", "x.yaml")
+    with pytest.raises(HarnessError, match="pytest CASE --plan FILE"):
+        refuse_outside_a_case(plan, "plan load")
+    refuse_outside_a_case(parse_plan(CONTROL, "c.yaml"), "plan load")  # no steps_after: nothing to refuse
+
+
+@pytest.mark.parametrize("value, words", [("1" + "0" * 400, "beyond any run"), ("1.5", "must be a whole number"),
+                                          ("1" + "0" * 5000, "a value YAML cannot read")])
+def test_a_skip_no_run_reaches_is_refused_with_words(value: str, words: str) -> None:
+    text = ("apiVersion: kueue-harness/v1\nkind: FaultPlan\nname: x\nrules:\n"
+            f"  - {{id: f, action: fail, match: {{write: admission}}, skip: {value}}}\n")
+    with pytest.raises(PlanError, match=words):
+        parse_plan(text, "x.yaml")
