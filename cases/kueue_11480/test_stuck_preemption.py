@@ -12,11 +12,14 @@ from harness import objects as o
 from harness.checkers.bounds import STEP
 from harness.scenarios import preemption_queues, submit_job, wait_workload
 
-FORCED = ["admission-job1", "quota-release-job1", "eviction-job1"]
+FORCED = ["admission-job1", "eviction-job1"]
+# Held only if Kueue releases job1's quota before the late admission landed; Kueue may not release it at all
+# (its watch delivers the overwrite before its job reconciler acts: seen on kind under load).
+GUARDS = ["quota-release-job1"]
 
 
 @pytest.mark.kueue_bug("kubernetes-sigs/kueue#11480")
-@pytest.mark.checkers("log_flood", liveness={"jobs": ["job2"]}, forced={"rules": FORCED},
+@pytest.mark.checkers("log_flood", liveness={"jobs": ["job2"]}, forced={"rules": FORCED, "guards": GUARDS},
                       write_landed={"rule": "admission-job1", "overwrote": "Evicted"})
 def test_stuck_preemption(case):
     q = preemption_queues(case)

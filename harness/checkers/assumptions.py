@@ -42,21 +42,30 @@ def _void(name: str, summary: str, evidence: str) -> Finding:
 class Forced:
     """Each hold rule in `rules` let its flow go — or failed it, with `then: fail` — because its release
     triggers fired (not by its plan timeout, a command, max_hold, or the end of the case), and each process
-    fault in `rules` (restart_kueue) fired by its triggers and succeeded: the forced ordering happened."""
+    fault in `rules` (restart_kueue) fired by its triggers and succeeded: the forced ordering happened.
+
+    `guards`: hold rules that keep a write Kueue *may* make from landing too early (the stuck-preemption plan's
+    strict quota release of job1, held until the late admission was answered). One that never caught a flow
+    guarded nothing — the write never came, so it could not land out of order (seen on kind under load: Kueue's
+    watch delivered the overwrite 17 ms after the eviction, and its job reconciler never released job1's quota);
+    one that caught a flow is judged like `rules`."""
 
     name: ClassVar[str] = "forced"
     kind: ClassVar[str] = "assumption"
 
-    def __init__(self, rules: list[str] | tuple[str, ...] = ()) -> None:
-        self.rules = tuple(rules)
+    def __init__(self, rules: list[str] | tuple[str, ...] = (), guards: list[str] | tuple[str, ...] = ()) -> None:
+        self.rules, self.guards = tuple(rules), tuple(guards)
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         seen = within_case(history)
-        bad = []
-        for rid in self.rules:
+        bad, idle = [], []
+        for rid in (*self.rules, *self.guards):
             ends = [e for e in seen if e.get("source") == "proxy" and e.get("rule") == rid
                     and e.get("event") in ("released", "hold_timeout", "failed", "hold_expired", "signal_done")]
-            if not ends:
+            held = any(e.get("source") == "proxy" and e.get("rule") == rid and e.get("event") == "held" for e in seen)
+            if rid in self.guards and rid not in self.rules and not ends and not held:
+                idle.append(rid)
+            elif not ends:
                 bad.append(f"{rid} never let a flow go (or, a process fault, never happened) before the case ended")
             elif ends[0].get("event") == "signal_done":
                 # A process fault (restart_kueue): it must have fired by its triggers and succeeded.
@@ -70,8 +79,11 @@ class Forced:
                 bad.append(f"{rid} ended by {ends[0].get('event')} ({ends[0].get('why', '-')}), not by its triggers")
         if bad:
             return [_void(self.name, "the forced ordering did not happen", "; ".join(bad) + ".")]
+        acted = [r for r in (*self.rules, *self.guards) if r not in idle]
+        note = (f" Guard{'s' if len(idle) > 1 else ''} {', '.join(idle)} caught no flow: the write {'they guard' if len(idle) > 1 else 'it guards'} "
+                "never came, so it could not land out of order." if idle else "")
         return [_ok(self.name, "the forced ordering happened",
-                    f"Plan rules {', '.join(self.rules) or '(none)'} each let their flow go when their triggers fired.")]
+                    f"Plan rules {', '.join(acted) or '(none)'} each let their flow go when their triggers fired.{note}")]
 
 
 @register

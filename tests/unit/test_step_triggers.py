@@ -400,3 +400,23 @@ def test_steps_done_lets_a_perturbation_pace_the_control_s_waits() -> None:
                                                       "release": {"after": [{"rule": "adm", "state": "held"}]}})]
     [f] = StepsDone(waits_pace=True).check(sorted(other, key=lambda e: e["ts"]), {}, Names(other))
     assert f.result == "violated" and "step s never ran" in f.evidence
+
+
+def test_forced_guards_that_caught_nothing_guarded_nothing() -> None:
+    """kubernetes-sigs/kueue#11480 scenario 1 on kind under load: Kueue never sent job1's strict quota release
+    (its watch delivered the overwrite 17 ms after the eviction), so the guard holding it caught no flow."""
+    from harness.checkers.assumptions import Forced
+    from harness.history.names import Names
+    from tests.unit.test_report import base, ev
+
+    h = sorted(base(20.0) + [ev(1, "proxy", "held", flow=2, hold="h1", rule="adm", stage="request", label="a"),
+                             ev(2, "proxy", "released", flow=2, hold="h1", rule="adm", why="triggers: ev held")],
+               key=lambda e: e["ts"])
+    [f] = Forced(["adm"], guards=["qr"]).check(h, {}, Names(h))
+    assert f.result == "held" and "Guard qr caught no flow" in f.evidence
+    assert Forced(["adm", "qr"]).check(h, {}, Names(h))[0].result == "violated"  # a rule, not a guard: must act
+    timed_out = sorted(h + [ev(3, "proxy", "held", flow=4, hold="h2", rule="qr", stage="request", label="q"),
+                            ev(9, "proxy", "hold_timeout", flow=4, hold="h2", rule="qr", why="timeout 6s")],
+                       key=lambda e: e["ts"])
+    [f] = Forced(["adm"], guards=["qr"]).check(timed_out, {}, Names(timed_out))
+    assert f.result == "violated" and "qr ended by hold_timeout" in f.evidence
