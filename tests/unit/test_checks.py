@@ -124,6 +124,21 @@ def test_finished_workloads_do_not_hold_quota() -> None:
     assert check([done, admitted("running", "cq", cpu="1")], [cq("cq").flavor("default", cpu="1")]) == []
 
 
+def test_a_workload_slice_replaced_by_an_admitted_slice_is_not_counted_twice() -> None:
+    """kubernetes-sigs/kueue#9015 fixed (v0.17.4): Kueue admits the scaled-up slice (annotated with the slice it
+    replaces) and finishes the old one 25 ms later; meanwhile both are admitted in the API, the same Pods."""
+    old = admitted("job-e-old", "cq", cpu="1")
+    new = (wl("job-e-new").reserved_in("cq").assignment("default", cpu="2")
+           .annotation("kueue.x-k8s.io/workload-slice-replacement-for", "ns/job-e-old").build())
+    assert check([old, new], [cq("cq").flavor("default", cpu="2")]) == []
+    other = admitted("other", "cq", cpu="1")  # a third Workload still counts
+    assert brief(check([old, new, other], [cq("cq").flavor("default", cpu="2")])) == [
+        ("ClusterQueue", "cq", "default", "cpu", 2000, 3000)]
+    plain = admitted("job-e-new", "cq", cpu="2")  # without the annotation: two Workloads, 3 of 2
+    assert brief(check([old, plain], [cq("cq").flavor("default", cpu="2")])) == [
+        ("ClusterQueue", "cq", "default", "cpu", 2000, 3000)]
+
+
 def test_quota_reserved_false_does_not_hold_quota() -> None:
     released = (
         wl("released")

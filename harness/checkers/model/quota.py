@@ -133,6 +133,10 @@ def holds_quota(workload: Mapping[str, Any]) -> bool:
     return bool(_dict(status.get("admission")).get("clusterQueue"))
 
 
+#: The annotation a new Workload slice names the slice it replaces with (Kueue pkg/workloadslicing).
+SLICE_REPLACEMENT_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+
+
 def usage_by_cluster_queue(workloads: Iterable[Mapping[str, Any]]) -> dict[UsageKey, tuple[int, list[str]]]:
     """Sum the usage of the Workloads that hold quota, per (ClusterQueue, flavor, resource).
 
@@ -145,11 +149,21 @@ def usage_by_cluster_queue(workloads: Iterable[Mapping[str, Any]]) -> dict[Usage
     does. Source: pkg/workload/workload.go (totalRequestsFromAdmission, podSetsCountsAfterReclaim,
     Info.FlavorResourceUsage); field names: apis/kueue/v1beta2/workload_types.go (Admission,
     PodSetAssignment).
+
+    A Workload slice that an admitted slice replaces (the new slice's annotation
+    `kueue.x-k8s.io/workload-slice-replacement-for` names it, "namespace/name") is not counted: the new
+    slice was assigned with the old one's quota as its own, and Kueue finishes the old one right after
+    admitting the new one — the same Pods, scaled up, not a second set (pkg/workloadslicing/workloadslicing.go
+    WorkloadSliceReplacementFor, ReplacedWorkloadSlice; pkg/scheduler/scheduler.go replaceWorkloadSlice;
+    the window between the two writes was 25 ms on v0.17.4, where kubernetes-sigs/kueue#9015 is fixed).
     """
+    workloads = list(workloads)
+    replaced = {str(_dict(_dict(w.get("metadata")).get("annotations")).get(SLICE_REPLACEMENT_FOR))
+                for w in workloads if holds_quota(w)} - {"None"}
     totals: dict[UsageKey, int] = {}
     holders: dict[UsageKey, set[str]] = {}
     for workload in workloads:
-        if not holds_quota(workload):
+        if not holds_quota(workload) or workload_key(workload) in replaced:
             continue
         cq = str(_dict(_dict(workload.get("status")).get("admission")).get("clusterQueue"))
         key = workload_key(workload)
