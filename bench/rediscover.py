@@ -298,8 +298,15 @@ def main() -> int:
 
 def rediscovered(rows: list[dict[str, Any]]) -> list[str]:
     """The bugs found on their affected build whose finding did not stay on the fixed build: a finding that
-    the fix leaves in place (gone_on_fixed False) is another mechanism with the same symptom, not the bug."""
-    return [r["bug"] for r in rows if r.get("found") and r.get("gone_on_fixed") is not False]
+    the fix leaves in place (gone_on_fixed False, or its minimal plan still reproducing there when replayed)
+    is another mechanism with the same symptom, not the bug; one whose fixed-build exploration could not run
+    (gone_on_fixed None: its reference run did not pass) is not judged gone. A row with no fixed build run
+    (no gone_on_fixed key) counts as found alone."""
+    def gone(r: dict[str, Any]) -> bool:
+        replayed = ((r.get("replay_fixed") or {}).get("verdicts") or {}).get("reproduced", 0)
+        return ("gone_on_fixed" not in r or r["gone_on_fixed"] is True) and not replayed
+
+    return [r["bug"] for r in rows if r.get("found") and gone(r)]
 
 
 def summary(rows: list[dict[str, Any]], args: argparse.Namespace, load_before: dict[str, Any], out: Path) -> dict[str, Any]:

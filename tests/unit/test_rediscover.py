@@ -79,5 +79,8 @@ def test_merge_from_takes_the_rows_of_another_file_and_runs_nothing(tmp_path: Pa
 
 def test_a_finding_the_fix_leaves_in_place_is_not_a_rediscovery() -> None:
     rows = [{"bug": "a", "found": True, "gone_on_fixed": True}, {"bug": "b", "found": True, "gone_on_fixed": False},
-            {"bug": "c", "found": False}, {"bug": "d", "found": True}]  # d: no fixed build to judge by
+            {"bug": "c", "found": False}, {"bug": "d", "found": True},  # d: no fixed build to judge by
+            # e: the fixed build's exploration could not run; f: its minimal plan still reproduced there
+            {"bug": "e", "found": True, "gone_on_fixed": None},
+            {"bug": "f", "found": True, "gone_on_fixed": True, "replay_fixed": {"verdicts": {"reproduced": 2, "error": 3}}}]
     assert rediscover.rediscovered(rows) == ["a", "d"]
