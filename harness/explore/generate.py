@@ -9,6 +9,9 @@ Order (the heuristic; docs/architecture.md "explore"):
   server cannot refuse (a strict write held late fails with 409, which Kueue handles by re-reading).
   W in request order; for each W, E on the same object first, then E on other objects, each by time;
   for each E, "answered" before "delivered".
+  Then the second write of a loose kind the reference made more than once, held (`skip: 1`) until a later
+  event, a later write of another kind counted as its nth (`count` trigger: kueue#9591's requeue of b after
+  its ClusterQueue's quota grew, held until a was updated).
 - **Extensions of a run that reached a new state** (any fact of `Trace.facts` no earlier run had, and the
   forced ordering happened, and no violation): the run's plan plus one more move on a write of *that
   run's* trace. Writes its triggers waited for come first (the first move made them part of the race),
@@ -120,6 +123,24 @@ def later_events(trace: Trace, w: WriteStep, skip: Iterable[str] = ()) -> list[A
             found.append((same, job, at, 1, After(e.target, "delivered", None)))
     found.sort(key=lambda x: x[:4])
     return [a for *_, a in found]
+
+
+def later_writes(trace: Trace, w: WriteStep) -> list[After]:
+    """Triggers for "until E" after a *later* write `w` (not its kind's first): `later_events`, then every
+    other target's 2nd or later write answered 2xx after `w` was requested, as its nth write answered (a
+    `count` trigger): the events after a second write are mostly second writes too."""
+    out = later_events(trace, w)
+    seen: dict[str, int] = {}
+    for x in trace.writes:
+        seen[x.target.rule_id] = seen.get(x.target.rule_id, 0) + 1
+        n = seen[x.target.rule_id]
+        if (n > 1 and x.target.rule_id != w.target.rule_id and x.status is not None and 200 <= x.status < 300
+                and x.answered is not None and x.answered > w.ts and x.target.cls not in ("create", "watch")):
+            same = 0 if x.target.role == w.target.role else 1
+            out.append((same, x.answered, After(x.target, "answered", x.status, n)))  # type: ignore[arg-type]
+    firsts = [a for a in out if isinstance(a, After)]
+    more = sorted((a for a in out if not isinstance(a, After)), key=lambda t: t[:2])
+    return firsts + [a for *_, a in more]
 
 
 def event_time(trace: Trace, a: After) -> float | None:
@@ -234,6 +255,16 @@ def root_moves(trace: Trace, steps: Mapping[str, Mapping[str, Any]] | None = Non
             if not is_consequence(w.target, a):
                 out.append((0, "stale", Move("hold", w.target, (a,))))
             out.append((0, "late-answer", Move("hold_response", w.target, (a,))))
+    # Then the 2nd write of a loose kind the reference made more than once (a later write of the same
+    # kind and object held late: kueue#9591, b's requeue after its ClusterQueue's quota grew, held until a
+    # was updated), until an event after *that* write.
+    for w in loose:
+        again = [x for x in trace.writes if x.target.rule_id == w.target.rule_id and x.ts > w.ts][:1]
+        for w2 in again:
+            for a in later_writes(trace, w2):
+                if not is_consequence(w2.target, a):
+                    out.append((0, "stale", Move("hold", w2.target, (a,), skip=1)))
+                out.append((0, "late-answer", Move("hold_response", w2.target, (a,), skip=1)))
     # Stage 2: the rest, one family after the other in turn (each family in its own order), so that
     # however far the budget reaches, every family got its first candidates.
     fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], [], [],
@@ -307,8 +338,9 @@ def blocked_key(c: Candidate) -> tuple[str, str, str] | None:
     when holding W until E timed out (E never came: W's hold blocked it, as a held eviction blocks Kueue's
     scheduling cycle), holding W the same way until an event that came after E in the reference is not
     run either (the trace is in time order; Kueue's controllers act in sequence)."""
-    if c.depth != 1 or c.moves[0].kind not in ("hold", "hold_response") or c.meta.get("until") is None:
-        return None
+    if c.depth != 1 or c.moves[0].kind not in ("hold", "hold_response") or c.meta.get("until") is None \
+            or c.moves[0].skip or any(a.nth > 1 for a in c.moves[0].after):
+        return None  # a hold of a later write, or until one, is ordered by counts the reference times do not give
     return c.case, c.moves[0].kind, c.moves[0].target.rule_id
 
 

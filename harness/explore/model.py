@@ -95,6 +95,9 @@ class After:
     target: Target
     mode: str = "answered"
     status: int | None = 200
+    #: The how-manyth write of the target (mode "answered" only): 2 = its second write answered, rendered as
+    #: a `count` trigger on the target's observe rule.
+    nth: int = 1
 
     def words(self, applied: bool = False) -> str:
         """In words; `applied`: the plan holds this write's answer, so the trigger waits for it to be
@@ -103,7 +106,8 @@ class After:
             return f"the {self.target.words()} was applied"
         if self.mode == "delivered":
             return f"Kueue saw the {self.target.words()}"
-        return f"the {self.target.words()} was answered" + (f" {self.status}" if self.status else "")
+        nth = f"{self.nth}{'nd' if self.nth == 2 else 'rd' if self.nth == 3 else 'th'} " if self.nth > 1 else ""
+        return f"the {nth}{self.target.words()} was answered" + (f" {self.status}" if self.status else "")
 
 
 @dataclass(frozen=True, order=True)
@@ -126,8 +130,9 @@ class Move:
     #: For "step": the triggers the step of the case's own plan runs on instead of its own, each a JSON text
     #: of one plan trigger as that plan writes it (`${namespace}` kept): rendered as `steps_after`.
     triggers: tuple[str, ...] = ()
-    #: For "fail": writes of the target let through before the fault acts (the rule's `skip`): "a write that
-    #: starts failing" after the first `skip` went through.
+    #: For "fail", "hold", "hold_response": writes of the target let through before the fault acts (the rule's
+    #: `skip`): "a write that starts failing" after the first `skip` went through; a hold of a later write of
+    #: the kind ("the 2nd pending of b": kubernetes-sigs/kueue#9591's requeue after its quota grew).
     skip: int = 0
 
     def __post_init__(self) -> None:
@@ -155,6 +160,9 @@ class Move:
         """In words; `answers_held`: rule ids whose answers the plan holds (their triggers read "applied")."""
         until = " and ".join(a.words(a.target.rule_id in answers_held) for a in self.after)
         t = self.target.words()
+        if self.skip and self.kind != "fail":  # a hold of a later write of the kind: "the 2nd pending of b"
+            n = self.skip + 1
+            t = f"{n}{'nd' if n == 2 else 'rd' if n == 3 else 'th'} {t}"
         if self.kind == "hold":
             return f"hold the {t} until {until}"
         if self.kind == "hold_response":
@@ -253,6 +261,11 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
             return {"rule": rid, "state": "held", "status": 200}
         if a.mode == "delivered":
             return {"delivered": rid}
+        if a.nth > 1:
+            c: dict[str, Any] = {"count": rid, "at_least": a.nth}
+            if a.status is not None:
+                c["status"] = a.status
+            return c
         t: dict[str, Any] = {"rule": rid, "state": "answered"}
         if a.status is not None:
             t["status"] = a.status
@@ -268,6 +281,8 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
                 r["release"] = {"after": [trigger(a) for a in m.after], "timeout": hold_timeout}
             else:
                 r["release"] = {"timeout": hold_timeout}
+            if m.skip:
+                r["skip"] = m.skip
         elif m.kind == "fail":
             r = {"id": rid, "match": m.target.match(), "action": "fail", "status": int(m.status or 500),
                  "times": m.times, "reason": _REASONS.get(int(m.status or 500), "InternalError")}
@@ -372,13 +387,15 @@ class Candidate:
 def move_to_dict(m: Move) -> dict[str, Any]:
     """A Move as JSON (explore.json, shards' results)."""
     return {"kind": m.kind, "target": m.target.__dict__, "after": [{"target": a.target.__dict__, "mode": a.mode,
-                                                                    "status": a.status} for a in m.after],
+                                                                    "status": a.status, **({"nth": a.nth} if a.nth > 1 else {})}
+                                                                   for a in m.after],
             "status": m.status, "times": m.times, "delay": m.delay, "kill": m.kill,
             **({"triggers": list(m.triggers)} if m.triggers else {}), **({"skip": m.skip} if m.skip else {})}
 
 
 def move_from_dict(d: dict[str, Any]) -> Move:
     return Move(d["kind"], Target(**d["target"]),
-                tuple(After(Target(**a["target"]), a["mode"], a.get("status")) for a in d.get("after") or ()),
+                tuple(After(Target(**a["target"]), a["mode"], a.get("status"), int(a.get("nth") or 1))
+                      for a in d.get("after") or ()),
                 d.get("status"), d.get("times", 1), d.get("delay", 0.0), d.get("kill", False),
                 tuple(d.get("triggers") or ()), int(d.get("skip") or 0))

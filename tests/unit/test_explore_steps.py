@@ -205,3 +205,23 @@ def test_a_skip_no_run_reaches_is_refused_with_words(value: str, words: str) -> 
             f"  - {{id: f, action: fail, match: {{write: admission}}, skip: {value}}}\n")
     with pytest.raises(PlanError, match=words):
         parse_plan(text, "x.yaml")
+
+
+def test_a_loose_write_made_twice_is_also_held_at_its_second() -> None:
+    """kubernetes-sigs/kueue#9591's shape: b's Pending write after its quota grew, held until a's update."""
+    pend = {"kind": "Workload", "namespace": "ns-a", "write": "pending", "subresource": "status", "method": "PATCH"}
+    events = [{"ts": 1.0, "event": "request", "flow": 1, "write": {**pend, "name": "job-b-abcde"}},
+              {"ts": 1.1, "event": "response", "flow": 1, "status": 200, "namespace": "ns-a"},
+              {"ts": 2.0, "event": "request", "flow": 2, "write": {**pend, "name": "job-a-fghij"}},
+              {"ts": 2.1, "event": "response", "flow": 2, "status": 200, "namespace": "ns-a"},
+              {"ts": 3.0, "event": "request", "flow": 3, "write": {**pend, "name": "job-b-abcde"}},
+              {"ts": 3.1, "event": "response", "flow": 3, "status": 200, "namespace": "ns-a"},
+              {"ts": 4.0, "event": "request", "flow": 4, "write": {**pend, "name": "job-a-fghij"}},
+              {"ts": 4.1, "event": "response", "flow": 4, "status": 200, "namespace": "ns-a"}]
+    trace = Trace.from_events(events, "ns-a", ["a", "b"])
+    second = [m for st, _, m in generate.root_moves(trace) if st == 0 and m.skip == 1 and m.target.role == "b"]
+    assert second and all(m.after[0].target.role == "a" for m in second)
+    hold = next(m for m in second if m.kind == "hold")
+    assert hold.words().startswith("hold the 2nd pending of b until")
+    rule = parse_plan(plan_document((hold,), "c"), "c.yaml").rules[0]
+    assert rule.skip == 1 and rule.action == "hold" and validate((hold,)) is None
