@@ -197,6 +197,13 @@ class Liveness:
             name = key.partition("/")[2]
             quota_at = _quota_at(history, key, d["first"])
             final_obj = final.get(key)
+            if final_obj is not None and not quota_at and ((final_obj.get("spec") or {}).get("active", True) is False):
+                who = names.wl(name)
+                out.append(Finding(self.name, "not applicable", f"{who} was deactivated",
+                                   f"{who} ends with spec.active false: Kueue admits no inactive Workload "
+                                   "(pkg/workload/workload.go IsActive), so it is not expected to get quota "
+                                   "(a case or a moved step deactivated it: kubernetes-sigs/kueue#10901's scene)."))
+                continue
             if not quota_at and final_obj is not None and conditions_of(final_obj).get("QuotaReserved") == "True":
                 quota_at = [end]
             later = [t for t in lifts if t >= d["first"]]

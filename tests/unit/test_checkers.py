@@ -297,3 +297,15 @@ def test_quota_of_a_case_that_deleted_its_cluster_queue_is_judged_by_the_monitor
     assert quota.check(h2, {"workloads": [], "clusterqueues": []}, names(h2))[0].result == "error"
     h3 = base()
     assert quota.check(h3, {"workloads": [], "clusterqueues": []}, names(h3))[0].result == "error"
+
+
+def test_a_deactivated_preemptor_is_not_expected_to_get_quota() -> None:
+    """explore's 'run step deactivate-b on step b only' on kueue_10901's control: b preempted v, then the case
+    deactivated it; liveness judged 'b never got quota' — Kueue admits no inactive Workload."""
+    h = _stuck_until(1.2)
+    wl2 = workload(WL2, False)
+    wl2.setdefault("spec", {})["active"] = False
+    [f] = Liveness(bound=15).check(h, {"workloads": [workload(WL1, True), wl2]}, names(h))
+    assert f.result == "not applicable" and "spec.active false" in f.evidence
+    [f] = Liveness(bound=15).check(h, {"workloads": [workload(WL1, True), workload(WL2, False)]}, names(h))
+    assert f.result == "violated"
