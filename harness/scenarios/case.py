@@ -58,8 +58,9 @@ class CaseContext:
     #: Set for a perturbed run whose plan moves steps of the case's own plan (`steps_after:`,
     #: docs/fault-plans.md "Moving a case's steps"): {step id: triggers}; `load_plan` applies them.
     steps_after: dict[str, Any] = field(default_factory=dict)
-    #: The steps of every plan the case loaded (not the perturbation's): {step id: {"plan": name, "after":
-    #: its triggers as run, "moved": bool}} — what explore reads to move a step its perturbation blocked.
+    #: The steps of every plan the case loaded: {step id: {"plan": name, "after": its triggers as run (as the
+    #: file writes them), "moved": bool, "action": create/patch/delete/wait/sleep, "previous": the step before
+    #: it}} — what explore reads to move a step (harness/explore/generate.py earlier, unblocked).
     loaded_steps: dict[str, Any] = field(default_factory=dict)
     #: The composed verdict (harness/checkers/base.Verdict) once the case was judged.
     judged: Any = None
@@ -255,7 +256,8 @@ class CaseContext:
     def _moved(self, plan: Any) -> tuple[Any, list[str]]:
         """`plan` with the steps `steps_after` names run on its triggers, written as the plan that ran into the
         case's folder (plans-moved/<name>.yaml: the evidence says what actually ran), and the ids moved.
-        Raises PlanError when the moved plan is not valid (a trigger names a rule it lacks)."""
+        Raises PlanError when the moved plan is not valid (a trigger names a rule it lacks), HarnessError when
+        the plan file is not YAML (harness/plan/moved.py)."""
         from harness.plan.load import parse_plan
         from harness.plan.moved import apply_steps_after
 
@@ -274,6 +276,8 @@ class CaseContext:
         (`${namespace}` kept), a step without `after` as after the step before it."""
         import yaml
 
+        from harness.plan.actions import step_names
+
         try:
             raw = yaml.safe_load(Path(plan.source).read_text())
         except (OSError, yaml.YAMLError):
@@ -283,7 +287,7 @@ class CaseContext:
             if not isinstance(st, dict) or not isinstance(st.get("id"), str):
                 continue
             after = st["after"] if "after" in st else ([{"step": previous}] if previous else [])
-            kind = next((k for k in ("create", "patch", "delete", "wait", "sleep") if k in st), "")
+            kind = next((k for k in step_names() if k in st), "")
             self.loaded_steps[st["id"]] = {"plan": plan.name, "after": after, "moved": st["id"] in moved,
                                            "action": kind, "previous": previous}
             previous = st["id"]
