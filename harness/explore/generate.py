@@ -129,18 +129,17 @@ def later_writes(trace: Trace, w: WriteStep) -> list[After]:
     """Triggers for "until E" after a *later* write `w` (not its kind's first): `later_events`, then every
     other target's 2nd or later write answered 2xx after `w` was requested, as its nth write answered (a
     `count` trigger): the events after a second write are mostly second writes too."""
-    out = later_events(trace, w)
     seen: dict[str, int] = {}
+    more: list[tuple[int, float, After]] = []
     for x in trace.writes:
         seen[x.target.rule_id] = seen.get(x.target.rule_id, 0) + 1
         n = seen[x.target.rule_id]
         if (n > 1 and x.target.rule_id != w.target.rule_id and x.status is not None and 200 <= x.status < 300
                 and x.answered is not None and x.answered > w.ts and x.target.cls not in ("create", "watch")):
             same = 0 if x.target.role == w.target.role else 1
-            out.append((same, x.answered, After(x.target, "answered", x.status, n)))  # type: ignore[arg-type]
-    firsts = [a for a in out if isinstance(a, After)]
-    more = sorted((a for a in out if not isinstance(a, After)), key=lambda t: t[:2])
-    return firsts + [a for *_, a in more]
+            more.append((same, x.answered, After(x.target, "answered", x.status, n)))
+    more.sort(key=lambda t: t[:2])
+    return later_events(trace, w) + [a for *_, a in more]
 
 
 def event_time(trace: Trace, a: After) -> float | None:

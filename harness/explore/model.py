@@ -87,6 +87,11 @@ class Target:
         return f"{what} of {self.role}"
 
 
+def ordinal(n: int) -> str:
+    """2 -> "2nd", 3 -> "3rd", 4 -> "4th" (the counts explore's words use: 2 to a few)."""
+    return f"{n}{'nd' if n == 2 else 'rd' if n == 3 else 'th'}"
+
+
 @dataclass(frozen=True, order=True)
 class After:
     """A trigger of a move: `target`'s write `answered` (with HTTP `status`) or `delivered` (Kueue's watch
@@ -106,7 +111,7 @@ class After:
             return f"the {self.target.words()} was applied"
         if self.mode == "delivered":
             return f"Kueue saw the {self.target.words()}"
-        nth = f"{self.nth}{'nd' if self.nth == 2 else 'rd' if self.nth == 3 else 'th'} " if self.nth > 1 else ""
+        nth = f"{ordinal(self.nth)} " if self.nth > 1 else ""
         return f"the {nth}{self.target.words()} was answered" + (f" {self.status}" if self.status else "")
 
 
@@ -161,8 +166,7 @@ class Move:
         until = " and ".join(a.words(a.target.rule_id in answers_held) for a in self.after)
         t = self.target.words()
         if self.skip and self.kind != "fail":  # a hold of a later write of the kind: "the 2nd pending of b"
-            n = self.skip + 1
-            t = f"{n}{'nd' if n == 2 else 'rd' if n == 3 else 'th'} {t}"
+            t = f"{ordinal(self.skip + 1)} {t}"
         if self.kind == "hold":
             return f"hold the {t} until {until}"
         if self.kind == "hold_response":
