@@ -44,6 +44,7 @@ from harness.common.errors import EnvironmentNotReady, HarnessError
 from harness.common.procs import ProcessGroup, reap_stale
 from harness.common.waiting import WaitTimeout, wait_for
 from harness.env.incluster_config import InClusterKueueConfig
+from harness.env import webhook_ready
 from harness.env.pod_logs import PodLogFollower
 from harness.env.routing import (
     ANN_ROUTED_BY,
@@ -254,7 +255,11 @@ class InClusterEnvironment(InClusterKueueConfig):
                          what=f"pod {self.pod} to hold Kueue's leader Lease {lease_ns}/{lease}")
             except WaitTimeout as e:
                 raise EnvironmentNotReady(f"{e}\n{r.diagnose()}") from None
-        wait_for(self._webhooks_answer, timeout=60, what="Kueue's webhooks to answer (dry-run create)")
+        wait_for(lambda: webhook_ready.only_routed_serve(self.api_client(), r.namespace, r.routed_ips(self.run_id)),
+                 timeout=60, interval=0.5, what="the Services of Kueue's webhooks to list this run's routed Pods alone",
+                 describe=r.diagnose)
+        wait_for(webhook_ready.streak(self._webhooks_answer), timeout=60, interval=0.3,
+                 what=f"Kueue's webhooks to answer {webhook_ready.STREAK} dry-run creates in a row")
 
     def kueue_identity(self):
         """The running Kueue as known bugs judge it: the build's identity when this run built its image,

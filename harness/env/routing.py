@@ -493,6 +493,12 @@ class KueueRouting:
                 return p
         return None
 
+    def routed_ips(self, run_id: str) -> set[str]:
+        """The Pod IPs of this run's rollout (template annotation), its terminating Pods left out."""
+        return {(p.get("status") or {}).get("podIP") for p in self.pods()
+                if (p["metadata"].get("annotations") or {}).get(ANN_RUN) == run_id
+                and not p["metadata"].get("deletionTimestamp") and (p.get("status") or {}).get("podIP")}
+
     def diagnose(self) -> str:
         """Pod states and the newest Pod's last log lines, for error messages."""
         from kubernetes.client.exceptions import ApiException
