@@ -77,8 +77,7 @@ BUGS: tuple[Bug, ...] = (
         "v0.16.3", "v0.16.6", ("log_count",),
         scene="the bug needs a limits-only pod set under TAS; the control's Workloads have requests"),
     Bug("kubernetes-sigs/kueue#12820", C + "kueue_12820/test_terminating_job.py::test_terminating_job_control",
-        "v0.19.2", "v0.17.0", ("running_pods_within_quota",),
-        scene="the bug needs a Job kept Terminating by a finalizer; the control deletes it outright"),
+        "v0.19.2", "v0.17.0", ("running_pods_within_quota",)),  # the scene: explore's "deleted otherwise" family
     Bug("kubernetes-sigs/kueue#9015", C + "kueue_9015/test_elastic_scale_up.py::test_elastic_scale_up_control",
         "v0.17.0", "v0.17.4", ("running_pods_within_quota",)),
 )

@@ -61,8 +61,8 @@ def _problem(rule: Mapping[str, Any], seen: list[Mapping[str, Any]], windows: fr
 class PlanHappened:
     """Violated when an acting rule of a plan loaded in the case never acted, or a hold (or a process
     fault) with triggers ended some other way than by them (a hold with `then: fail`: failed by them), or a
-    step a plan's `steps_after` moves was in no plan the case loaded; `observe` rules only record and are
-    not judged."""
+    step a plan's `steps_after` moves was in no plan the case loaded, or a step its `deletes_as` changes was
+    no delete step of one; `observe` rules only record and are not judged."""
 
     name: ClassVar[str] = "plan_happened"
     kind: ClassVar[str] = "assumption"
@@ -83,6 +83,10 @@ class PlanHappened:
         asked = {str(s) for e in seen if e.get("event") == "steps_after_asked" for s in e.get("steps") or ()}
         moved = {str(s) for e in seen if e.get("event") == "plan_loaded" for s in e.get("steps_moved") or ()}
         bad += [f"steps_after moves step {s}, which no plan the case loaded has" for s in sorted(asked - moved)]
+        asked = {str(s) for e in seen if e.get("event") == "deletes_as_asked" for s in e.get("steps") or ()}
+        changed = {str(s) for e in seen if e.get("event") == "plan_loaded" for s in e.get("steps_changed") or ()}
+        bad += [f"deletes_as changes step {s}, which is no delete step of a plan the case loaded"
+                for s in sorted(asked - changed)]
         if bad:
             return [Finding(self.name, "violated", "the plan did not happen as written", "; ".join(bad) + ".",
                             assumption=True)]

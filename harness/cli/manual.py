@@ -405,7 +405,8 @@ def _cmd_plan_validate(args: argparse.Namespace) -> int:
         rules = ", ".join(r.id for r in plan.rules if r.id not in plan.steps)
         steps = f"steps {', '.join(plan.steps)}" if plan.steps else ""
         moves = f"moves the case's steps {', '.join(plan.steps_after)}" if plan.steps_after else ""
-        print(f"{plan.source}: valid, plan {plan.name}: {'; '.join(x for x in (rules, steps, moves) if x)}")
+        deletes = f"changes how the case's steps {', '.join(plan.deletes_as)} delete" if plan.deletes_as else ""
+        print(f"{plan.source}: valid, plan {plan.name}: {'; '.join(x for x in (rules, steps, moves, deletes) if x)}")
         for line in name_warnings(plan):  # valid, but a rule that can never match what Kueue writes
             print(line, file=sys.stderr)
     if bad:

@@ -24,7 +24,8 @@ Order (the heuristic; docs/architecture.md "explore"):
   time: how Kueue retries a write it cannot make, kueue#9428; evictions first, admissions last; and every
   time after the first one or two of a kind the reference made more than once, kueue#9015), and the
   case's own user steps moved earlier (`earlier`: a create, patch or delete of the control's plan run
-  without waiting for one of its triggers — a concurrent user). The driver takes every 4th run from this
+  without waiting for one of its triggers — a concurrent user), and its delete steps deleting otherwise
+  (`delete_moves`: propagation Orphan or Foreground, or the object kept Terminating by a finalizer). The driver takes every 4th run from this
   stage (driver.OTHERS_EVERY).
 - **Unblocked steps**: a run whose perturbation kept a step of the case's own plan from running (its
   trigger never held: the preemptor a failing eviction starves is never admitted) is tried again at
@@ -53,6 +54,7 @@ from harness.explore.model import (
     Move,
     Plan,
     Target,
+    delete_as_move,
     plan_key,
     step_move,
     validate,
@@ -208,6 +210,32 @@ def step_moves(steps: Mapping[str, Mapping[str, Any]] | None) -> list[Move]:
             for a in earlier(steps or {}, sid)]
 
 
+#: Seconds a "kept Terminating" delete keeps its object Terminating (a finalizer's time): the scene of
+#: kubernetes-sigs/kueue#12820, where a Job's own finalizer held it 5 s while its Pod still ran.
+KEEP_TERMINATING = 5.0
+
+
+def delete_moves(steps: Mapping[str, Mapping[str, Any]] | None) -> list[Move]:
+    """The "deleted otherwise" family: every delete step of the case's own plan deleting the way a user or a
+    controller may delete the same object instead — with propagation Orphan (`kubectl delete
+    --cascade=orphan`: its dependents stay, ownerless; kubernetes-sigs/kueue#1789, an orphaned Workload that
+    kept its quota for ever), Foreground (the owner stays Terminating until its dependents are gone), and kept
+    Terminating KEEP_TERMINATING s by a finalizer (#12820: a Terminating Job's Workload finished while its Pod
+    still ran). The ways the step deletes already are left out."""
+    out: list[Move] = []
+    for sid, st in (steps or {}).items():
+        if st.get("action") != "delete":
+            continue
+        spec = st.get("delete")
+        spec = spec if isinstance(spec, Mapping) else {}
+        for prop in ("Orphan", "Foreground"):
+            if spec.get("propagation") != prop:
+                out.append(delete_as_move(sid, propagation=prop))
+        if not spec.get("keep_terminating"):
+            out.append(delete_as_move(sid, keep_terminating=KEEP_TERMINATING))
+    return out
+
+
 def unblocked(parent: Plan, steps: Mapping[str, Mapping[str, Any]] | None, unrun: list[str]) -> list[Move]:
     """Moves that let the first step of `unrun` (the case's steps a run of `parent` never ran: its
     perturbation blocked their triggers, as a preemption failed every time blocks "the preemptor was
@@ -267,7 +295,8 @@ def root_moves(trace: Trace, steps: Mapping[str, Mapping[str, Any]] | None = Non
     # Stage 2: the rest, one family after the other in turn (each family in its own order), so that
     # however far the budget reaches, every family got its first candidates.
     fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], [], [],
-                                          [("moved", m) for m in step_moves(steps)], []]
+                                          [("moved", m) for m in step_moves(steps)], [],
+                                          [("deleted", m) for m in delete_moves(steps)]]
     for role in dict.fromkeys(d.role for d in trace.deliveries):
         mods = trace.modified(role)
         glob = mods[0].glob if mods else ""

@@ -33,7 +33,9 @@ EXTRA_CLASSES = ("create", "job_suspend", "job_unsuspend", "watch", "step")
 FAIL_PACE = 0.25
 
 MOVE_KINDS = ("hold", "hold_response", "fail", "drop_watch", "delay_watch", "restart", "delay", "delay_response",
-              "step")
+              "step", "delete_as")
+#: Move kinds that change a step of the case's own plan (a Target of class "step"), rendered outside `rules`.
+STEP_KINDS = ("step", "delete_as")
 AFTER_MODES = ("answered", "delivered")
 
 
@@ -139,13 +141,16 @@ class Move:
     #: `skip`): "a write that starts failing" after the first `skip` went through; a hold of a later write of
     #: the kind ("the 2nd pending of b": kubernetes-sigs/kueue#9591's requeue after its quota grew).
     skip: int = 0
+    #: For "delete_as": how the delete step deletes instead, a JSON text of {propagation?, keep_terminating?}
+    #: (rendered as `deletes_as`: harness/plan/moved.py).
+    how: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in MOVE_KINDS:
             raise ValueError(f"unknown move kind {self.kind!r}")
         if (self.kind in ("drop_watch", "delay_watch")) != (self.target.cls == "watch"):
             raise ValueError(f"{self.kind} needs a watch target and a watch target needs a watch move")
-        if (self.kind == "step") != (self.target.cls == "step"):
+        if (self.kind in STEP_KINDS) != (self.target.cls == "step"):
             raise ValueError("a step move needs a step target and a step target needs a step move")
         for a in self.after:
             if a.mode not in AFTER_MODES:
@@ -155,6 +160,8 @@ class Move:
     def rule_id(self) -> str:
         """The plan rule id of this move: its target's ("watch-job1" for both watch moves on job1, so only
         one of them acts on an object), "restart-kueue" for the one restart a plan may have."""
+        if self.kind == "delete_as":  # apart from "step" on the same step: a plan may move it and change it
+            return f"{self.target.rule_id}-deletes"
         return "restart-kueue" if self.kind == "restart" else self.target.rule_id
 
     def trigger_list(self) -> list[dict[str, Any]]:
@@ -182,6 +189,11 @@ class Move:
         if self.kind == "step":
             return f"run step {self.target.role} " + (f"on {trigger_words(self.trigger_list())} only"
                                                       if self.triggers else "as soon as its plan is loaded")
+        if self.kind == "delete_as":
+            how = json.loads(self.how or "{}")
+            ways = ([f"with propagation {how['propagation']}"] if how.get("propagation") else []) + (
+                [f"kept Terminating {how['keep_terminating']:g}s by a finalizer"] if how.get("keep_terminating") else [])
+            return f"step {self.target.role} deletes {' and '.join(ways) or 'as written'}"
         if self.kind == "drop_watch":
             return f"drop the first {self.times} MODIFIED {t}"
         if self.kind == "delay_watch":
@@ -214,6 +226,12 @@ def trigger_words(triggers: list[dict[str, Any]]) -> str:
 def step_move(step: str, triggers: list[dict[str, Any]]) -> Move:
     """A move that runs step `step` of the case's own plan on `triggers` instead of its own."""
     return Move("step", Target("step", step, ""), triggers=tuple(json.dumps(t, sort_keys=True) for t in triggers))
+
+
+def delete_as_move(step: str, **how: Any) -> Move:
+    """A move that makes delete step `step` of the case's own plan delete as `how` says (propagation,
+    keep_terminating: harness/plan/steps.py delete_spec)."""
+    return Move("delete_as", Target("step", step, ""), how=json.dumps(how, sort_keys=True))
 
 
 def plan_words(moves: Plan) -> str:
@@ -277,8 +295,8 @@ def render_rules(moves: Plan, hold_timeout: float = HOLD_TIMEOUT) -> list[dict[s
 
     for m in moves:
         rid = m.rule_id
-        if m.kind == "step":
-            continue  # not a rule: plan_document writes it under steps_after
+        if m.kind in STEP_KINDS:
+            continue  # not a rule: plan_document writes it under steps_after / deletes_as
         if m.kind in ("hold", "hold_response"):
             r: dict[str, Any] = {"id": rid, "match": m.target.match(), "action": m.kind}
             if m.after:
@@ -349,6 +367,9 @@ def plan_document(moves: Plan, name: str, description: str = "", hold_timeout: f
     moved = {m.target.role: m.trigger_list() for m in moves if m.kind == "step"}
     if moved:
         doc["steps_after"] = moved
+    deletes = {m.target.role: json.loads(m.how) for m in moves if m.kind == "delete_as"}
+    if deletes:
+        doc["deletes_as"] = deletes
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
     head = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
     return head + text
@@ -394,7 +415,8 @@ def move_to_dict(m: Move) -> dict[str, Any]:
                                                                     "status": a.status, **({"nth": a.nth} if a.nth > 1 else {})}
                                                                    for a in m.after],
             "status": m.status, "times": m.times, "delay": m.delay, "kill": m.kill,
-            **({"triggers": list(m.triggers)} if m.triggers else {}), **({"skip": m.skip} if m.skip else {})}
+            **({"triggers": list(m.triggers)} if m.triggers else {}), **({"skip": m.skip} if m.skip else {}),
+            **({"how": m.how} if m.how else {})}
 
 
 def move_from_dict(d: dict[str, Any]) -> Move:
@@ -402,4 +424,4 @@ def move_from_dict(d: dict[str, Any]) -> Move:
                 tuple(After(Target(**a["target"]), a["mode"], a.get("status"), int(a.get("nth") or 1))
                       for a in d.get("after") or ()),
                 d.get("status"), d.get("times", 1), d.get("delay", 0.0), d.get("kill", False),
-                tuple(d.get("triggers") or ()), int(d.get("skip") or 0))
+                tuple(d.get("triggers") or ()), int(d.get("skip") or 0), str(d.get("how") or ""))

@@ -281,7 +281,7 @@ class PerturbedRun:
         self.rule_ids = {r.id for r in plan.rules}
         #: The plan acts (not the observe-only plan of a reference or no-op run): the control's `wait` steps
         #: pace it (steps_done waits_pace) as its case waits do.
-        self.acts = bool(plan.steps_after) or any(r.action != "observe" for r in plan.rules)
+        self.acts = bool(plan.steps_after or plan.deletes_as) or any(r.action != "observe" for r in plan.rules)
         self.timeouts = [r.release.timeout for r in plan.rules if r.release is not None and r.release.timeout]
         self.restarts = any(r.action == "restart_kueue" for r in plan.rules)
         self.monitor = ctx.monitor(ctx.prefix)  # a context manager (the plugin's own monitor, when it runs one)
@@ -291,6 +291,9 @@ class PerturbedRun:
         if plan.steps_after:  # steps of the case's own plan run on other triggers (CaseContext.load_plan)
             ctx.steps_after = dict(plan.steps_after)
             ctx.record("steps_after_asked", steps=sorted(plan.steps_after))
+        if plan.deletes_as:  # delete steps of the case's own plan deleting otherwise (CaseContext.load_plan)
+            ctx.deletes_as = dict(plan.deletes_as)
+            ctx.record("deletes_as_asked", steps=sorted(plan.deletes_as))
         ctx.load_plan(self.plan_file)
         ctx.step_wait = self.step_wait
         ctx.plan_quiet = self.quiet

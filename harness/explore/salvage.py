@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from harness.explore.findings import violation_keys as _keys
-from harness.explore.model import Move, Plan, validate
+from harness.explore.model import STEP_KINDS, Move, Plan, validate
 
 #: The assumptions whose failure `as_happened` can account for: the plan's own shape. A failed
 #: `watch_caught_up` (Kueue never saw an object as it is) or a failed environment assumption makes a
@@ -69,8 +69,8 @@ def as_happened(moves: Plan, events: Iterable[Mapping[str, Any]]) -> tuple[Plan,
     out: list[Move] = []
     said: list[str] = []
     for m in moves:
-        if m.kind == "step":
-            out.append(m)  # not a rule of the proxy: plan_happened judges whether the step was moved
+        if m.kind in STEP_KINDS:
+            out.append(m)  # not a rule of the proxy: plan_happened judges whether the step was moved or changed
             continue
         s = spans.get(m.rule_id)
         if s is None or not s["acted"]:

@@ -32,6 +32,7 @@ case's verdict (the fixture's teardown stops one whose body never ran).
 
 from __future__ import annotations
 
+import fnmatch
 import heapq
 import threading
 import time
@@ -229,11 +230,43 @@ class Nemesis:
         return self._step_done("patch", t0, objects=[f"{steps.object_label(patched)} rv {rv}"])
 
     def step_delete(self, spec: dict[str, Any], rule_id: str = "delete") -> dict[str, Any]:
-        """Do a `delete` step (rule `rule_id`). Returns {"seconds", "objects": [what was deleted]}."""
+        """Do a `delete` step (rule `rule_id`); with `keep_terminating: S`, the object gets finalizer
+        steps.KEEP_FINALIZER first and loses it S seconds after the delete was answered (it stays Terminating
+        that long). Returns {"seconds", "objects": [what was deleted]} (+ "kept_terminating": S). Raises
+        StepError (refused), InterruptedError (the case ended while the object was kept)."""
         t0, started = time.monotonic(), time.time()
-        answer = self._rest().delete(spec, self.namespace)
-        self._note_gone(spec, answer, started, rule_id)
-        return self._step_done("delete", t0, objects=[str(spec.get("object"))])
+        keep = spec.get("keep_terminating")
+        plain = {k: v for k, v in spec.items() if k != "keep_terminating"}
+        if keep:
+            self._keep_finalizer(plain, add=True)
+        answer = self._rest().delete(plain, self.namespace)
+        self._note_gone(plain, answer, started, rule_id)
+        if keep:
+            if self._cancel.wait(float(keep)):
+                raise InterruptedError("cancelled: the case ended while the deleted object was kept Terminating")
+            self._keep_finalizer(plain, add=False)
+        return self._step_done("delete", t0, objects=[str(spec.get("object"))],
+                               **({"kept_terminating": keep} if keep else {}))
+
+    def _keep_finalizer(self, spec: dict[str, Any], add: bool) -> None:
+        """Add (or remove) steps.KEEP_FINALIZER on the object of a delete spec, by a merge patch that names the
+        object's resourceVersion (a concurrent change of its finalizers is refused, 409, not overwritten).
+        Raises StepError."""
+        _kind, _group, name = steps.parse_ref(spec.get("object"))
+        items, _ = self._rest().list_objects(spec, self.namespace)
+        objs = [o for o in items if fnmatch.fnmatchcase((o.get("metadata") or {}).get("name", ""), name)]
+        if not objs:
+            if add:
+                raise steps.StepError(f"keep_terminating: no {spec.get('object')} to keep")
+            return
+        meta = objs[0]["metadata"]
+        fins = list(meta.get("finalizers") or [])
+        new = fins + [steps.KEEP_FINALIZER] if add else [f for f in fins if f != steps.KEEP_FINALIZER]
+        if new != fins:
+            ref = str(spec["object"]).rsplit("/", 1)[0] + "/" + meta["name"]
+            self._rest().patch({**{k: v for k, v in spec.items() if k == "namespace"}, "object": ref,
+                                "merge": {"metadata": {"finalizers": new, "resourceVersion": meta["resourceVersion"]}}},
+                               self.namespace)
 
     def _note_gone(self, spec: dict[str, Any], answer: dict[str, Any], started: float, rule_id: str) -> None:
         """After a `delete` step: read the object back; if it is gone already (deleted at once), tell the

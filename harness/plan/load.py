@@ -37,7 +37,7 @@ def shipped_plans() -> dict[str, Path]:
 API_VERSION = "kueue-harness/v1"
 KIND = "FaultPlan"
 
-_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules", "steps", "kueue", "steps_after"}
+_TOP_KEYS = {"apiVersion", "kind", "name", "description", "rules", "steps", "kueue", "steps_after", "deletes_as"}
 _RULE_KEYS = rule_keys()  # the shared keys and every action's extra keys (harness/plan/actions.py)
 _MATCH_KEYS = {f.name for f in dataclasses.fields(Match)}
 _RELEASE_KEYS = {f.name for f in dataclasses.fields(Release)}
@@ -79,6 +79,8 @@ class Plan:
     namespace: str | None = None
     #: `steps_after:` {step id: triggers} for steps of a plan the case loads later (harness/plan/moved.py).
     steps_after: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: `deletes_as:` {step id: {propagation?, keep_terminating?}} for delete steps of a plan the case loads later.
+    deletes_as: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         """The body of the proxy's `POST /plan`: name, rules, and `source` ({"file": the plan file's
@@ -417,7 +419,8 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     if has_steps and (not isinstance(top["steps"][1], yaml.SequenceNode) or not top["steps"][1].value):
         problems.add(top["steps"][1], "`steps` must be a non-empty list")
         raise problems.error()  # type: ignore[misc]
-    steps_after, more = moved.read(problems, top, data), has_steps or "steps_after" in top
+    steps_after, deletes_as = moved.read(problems, top, data), moved.read_deletes_as(problems, top, data)
+    more = has_steps or "steps_after" in top or "deletes_as" in top
     if ("rules" not in top and not more) or ("rules" in top and (
             not isinstance(top["rules"][1], yaml.SequenceNode) or (not top["rules"][1].value and not more))):
         problems.add(top.get("rules", (None, root))[1], "`rules` must be a non-empty list"
@@ -560,7 +563,8 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     if err is not None:
         raise err
     return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
-                tuple(rules), source, lines, kueue, tuple(step_ids), namespace, steps_after)
+                tuple(rules), source, lines, kueue, tuple(step_ids), namespace, steps_after,
+                deletes_as)
 
 
 def load_plan(path: str | Path, namespace: str | None = None, near: Path | None = None) -> Plan:

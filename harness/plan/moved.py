@@ -61,12 +61,13 @@ def read(problems: Any, top: dict[str, tuple[yaml.Node, yaml.Node]], data: dict[
 
 
 def refuse_outside_a_case(plan: Any, how: str) -> None:
-    """Raise HarnessError when `plan` has `steps_after` and is loaded by `how` ("plan load", "up --plan"),
-    where no case loads a plan of its own for it to move (it would silently do nothing)."""
-    if getattr(plan, "steps_after", None):
-        raise HarnessError(f"{how}: plan {plan.name} moves steps ({', '.join(plan.steps_after)}) of the plan a case "
-                           "loads (steps_after), and a session loads no case's plan; replay it on the case instead: "
-                           "pytest CASE --plan FILE (docs/fault-plans.md, Moving a case's steps)")
+    """Raise HarnessError when `plan` has `steps_after` or `deletes_as` and is loaded by `how` ("plan load",
+    "up --plan"), where no case loads a plan of its own for it to change (it would silently do nothing)."""
+    changed = [*(getattr(plan, "steps_after", None) or {}), *(getattr(plan, "deletes_as", None) or {})]
+    if changed:
+        raise HarnessError(f"{how}: plan {plan.name} changes steps ({', '.join(dict.fromkeys(changed))}) of the plan a "
+                           "case loads (steps_after, deletes_as), and a session loads no case's plan; replay it on the "
+                           "case instead: pytest CASE --plan FILE (docs/fault-plans.md, Moving a case's steps)")
 
 
 def apply_steps_after(text: str, edits: dict[str, list[dict[str, Any]]]) -> tuple[str, list[str]]:
@@ -90,3 +91,72 @@ def apply_steps_after(text: str, edits: dict[str, list[dict[str, Any]]]) -> tupl
         return text, []
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120), changed
 
+
+
+#: What `deletes_as` may change of a delete step: how kube-apiserver deletes the object (harness/plan/steps.py
+#: delete_spec: `propagation`, `keep_terminating`).
+DELETE_CHANGES = ("propagation", "keep_terminating")
+
+
+def read_deletes_as(problems: Any, top: dict[str, tuple[yaml.Node, yaml.Node]], data: dict[str, Any]
+                    ) -> dict[str, dict[str, Any]]:
+    """The plan's `deletes_as:` ({step id: {propagation?, keep_terminating?}}: how delete steps of the plan a
+    case loads later delete their object), problems added for any other shape. Whether the named step is a
+    delete step is known only when that plan loads (apply_deletes_as; plan_happened says `error` when no
+    loaded plan had it)."""
+    if "deletes_as" not in top:
+        return {}
+    from harness.plan.steps import StepError, delete_spec
+
+    node, raw = top["deletes_as"][1], data.get("deletes_as")
+    if not isinstance(node, yaml.MappingNode) or not isinstance(raw, dict) or not raw:
+        problems.add(node, "deletes_as: expected a mapping of delete step ids to how they delete, e.g. "
+                           "{delete-j1: {propagation: Orphan}} or {delete-j1: {keep_terminating: 5}}")
+        return {}
+    own = {st.get("id") for st in data.get("steps") or [] if isinstance(st, dict)}
+    out: dict[str, dict[str, Any]] = {}
+    for knode, vnode in node.value:
+        sid = knode.value if isinstance(knode, yaml.ScalarNode) else None
+        val = raw.get(sid) if isinstance(sid, str) else None
+        if isinstance(knode, yaml.ScalarNode) and knode.tag != "tag:yaml.org,2002:str":
+            problems.add(knode, f"deletes_as: {sid!r} reads as a {knode.tag.rsplit(':', 1)[-1]}, not a step id; "
+                                f"quote it (\"{sid}\":)")
+        elif not isinstance(sid, str) or not STEP_ID.fullmatch(sid):
+            problems.add(knode, f"deletes_as: {sid!r} is not a step id")
+        elif sid in out:
+            problems.add(knode, f"deletes_as: step {sid} given twice")
+        elif sid in own:
+            problems.add(knode, f"deletes_as: step {sid} is this plan's own; write how it deletes in the step itself")
+        elif not isinstance(val, dict) or not val or set(val) - set(DELETE_CHANGES):
+            problems.add(vnode, f"deletes_as.{sid}: expected a mapping of {' and/or '.join(DELETE_CHANGES)}, e.g. "
+                                "{propagation: Orphan}")
+        else:
+            try:
+                delete_spec({"object": "Job/x", **val})
+            except StepError as e:
+                problems.add(vnode, f"deletes_as.{sid}: {e}")
+                continue
+            out[sid] = dict(val)
+    return out
+
+
+def apply_deletes_as(text: str, edits: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
+    """Plan text with each delete step named in `edits` deleting as they say (its `delete` spec updated: a
+    `Kind/name` spec becomes {object: Kind/name, …}), and the ids changed, in file order; a named step that is
+    not a delete step is left alone (and not listed). Unchanged text and [] when nothing changed. Raises
+    HarnessError when the text is not YAML."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise HarnessError(f"cannot change the delete steps of a plan that is not YAML: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
+        return text, []
+    changed: list[str] = []
+    for st in data["steps"]:
+        if isinstance(st, dict) and st.get("id") in edits and st.get("delete") is not None:
+            spec = st["delete"] if isinstance(st["delete"], dict) else {"object": st["delete"]}
+            st["delete"] = {**spec, **edits[st["id"]]}
+            changed.append(st["id"])
+    if not changed:
+        return text, []
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120), changed

@@ -342,21 +342,36 @@ def patch_spec(spec: Any) -> dict[str, Any]:
     return out
 
 
+#: The finalizer a `keep_terminating` delete adds (and removes): the one the `finalizer` builder option of
+#: cases/kueue_12820 names.
+KEEP_FINALIZER = "kueue-harness.test/keep"
+#: At most this many seconds kept Terminating (a scene, not a wait: a case's steps are bounded by minutes).
+MAX_KEEP = 600.0
+
+
 def delete_spec(spec: Any) -> dict[str, Any]:
     """Check a `delete` step: `Kind/name`, or {object: Kind/name, namespace?, propagation?: Background |
-    Foreground | Orphan}. Returns it as a mapping. Raises StepError."""
+    Foreground | Orphan, keep_terminating?: seconds (0 < s <= MAX_KEEP: the object gets finalizer
+    KEEP_FINALIZER before it is deleted, and loses it after that many seconds Terminating — a slow finalizer,
+    the scene of kubernetes-sigs/kueue#12820)}. Returns it as a mapping. Raises StepError."""
     if isinstance(spec, str):
         spec = {"object": spec}
     if not isinstance(spec, dict):
         raise StepError("expected Kind/name or {object: Kind/name, namespace: …, propagation: Background}")
-    unknown = sorted(set(spec) - {"object", "namespace", "propagation"})
+    unknown = sorted(set(spec) - {"object", "namespace", "propagation", "keep_terminating"})
     if unknown:
-        raise StepError(f"unknown key(s) {', '.join(unknown)}; allowed: namespace, object, propagation")
+        raise StepError(f"unknown key(s) {', '.join(unknown)}; allowed: keep_terminating, namespace, object, propagation")
     out = _ref_part(spec)
     if spec.get("propagation") is not None:
         if spec["propagation"] not in PROPAGATION:
             raise StepError(f"propagation {spec['propagation']!r} is not one of {', '.join(PROPAGATION)}")
         out["propagation"] = spec["propagation"]
+    if spec.get("keep_terminating") is not None:
+        keep = spec["keep_terminating"]
+        if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep <= MAX_KEEP:
+            raise StepError(f"keep_terminating: expected seconds, a number above 0 and at most {MAX_KEEP:g}, "
+                            f"not {str(keep)[:40]!r}")
+        out["keep_terminating"] = float(keep)
     return out
 
 

@@ -228,7 +228,7 @@ class Proxy:
         """Load a validated harness.plan.load.Plan atomically (all rules or none); returns handles by rule id.
         `by`: the command that loads it ("up --plan", "plan load"), recorded with the plan's file and
         namespace in each `rule_added` event's `plan_source`. Raises ProxyError with the proxy's reason if
-        it refuses the plan. A plan with no rules (only `steps_after`: harness/plan/moved.py) sends nothing."""
+        it refuses the plan. A plan with no rules (only `steps_after` or `deletes_as`: harness/plan/moved.py) sends nothing."""
         if not plan.rules:
             return {}
         body = plan.to_wire()

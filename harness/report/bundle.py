@@ -214,6 +214,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("harness", "oversubscription_lasted"): ("persisted",),
     ("harness", "perturbed_run"): ("run", "plan", "file", "moves"),  # harness/explore/plugin.py
     ("harness", "steps_after_asked"): ("steps",),  # harness/explore/plugin.py: a plan's steps_after
+    ("harness", "deletes_as_asked"): ("steps",),  # harness/explore/plugin.py: a plan's deletes_as
     ("harness", "step_skipped"): ("what", "why", "after"),
     ("harness", "settle_problem"): ("problem",),
     ("harness", "explore_result_not_written"): ("error",),

@@ -58,6 +58,9 @@ class CaseContext:
     #: Set for a perturbed run whose plan moves steps of the case's own plan (`steps_after:`,
     #: docs/fault-plans.md "Moving a case's steps"): {step id: triggers}; `load_plan` applies them.
     steps_after: dict[str, Any] = field(default_factory=dict)
+    #: Set for a perturbed run whose plan changes how delete steps of the case's own plan delete (`deletes_as:`):
+    #: {step id: {propagation?, keep_terminating?}}; `load_plan` applies them.
+    deletes_as: dict[str, Any] = field(default_factory=dict)
     #: The steps of every plan the case loaded: {step id: {"plan": name, "after": its triggers as run (as the
     #: file writes them), "moved": bool, "action": create/patch/delete/wait/sleep, "previous": the step before
     #: it}} — what explore reads to move a step (harness/explore/generate.py earlier, unblocked).
@@ -240,8 +243,9 @@ class CaseContext:
 
         plan = load_plan(name, namespace=self.ns, near=self.case_folder)
         moved: list[str] = []
-        if self.steps_after and plan.steps:
-            plan, moved = self._moved(plan)
+        changed: list[str] = []
+        if (self.steps_after or self.deletes_as) and plan.steps:
+            plan, moved, changed = self._moved(plan)
         self._note_steps(plan, moved)
         if getattr(plan, "kueue", None) is not None and not plan.kueue.is_default:
             # The plan's `kueue:` section over the case's own declaration (docs/kueue-config.md).
@@ -249,31 +253,36 @@ class CaseContext:
 
             self.configure_kueue(plan.kueue.over(self.kueue_declared or kueue_config.DEFAULT), why=f"plan {plan.name}")
         handles = self.proxy.load_plan(plan)
-        extra = {"steps_moved": {sid: self.steps_after[sid] for sid in moved}, "file": plan.source} if moved else {}
+        extra = {**({"steps_moved": {sid: self.steps_after[sid] for sid in moved}} if moved else {}),
+                 **({"steps_changed": {sid: self.deletes_as[sid] for sid in changed}} if changed else {}),
+                 **({"file": plan.source} if moved or changed else {})}
         self.record("plan_loaded", plan=plan.name, rules=[r.id for r in plan.rules], **extra)
         return handles
 
-    def _moved(self, plan: Any) -> tuple[Any, list[str]]:
-        """`plan` with the steps `steps_after` names run on its triggers, written as the plan that ran into the
-        case's folder (plans-moved/<name>.yaml: the evidence says what actually ran), and the ids moved.
-        Raises PlanError when the moved plan is not valid (a trigger names a rule it lacks), HarnessError when
-        the plan file is not YAML (harness/plan/moved.py)."""
+    def _moved(self, plan: Any) -> tuple[Any, list[str], list[str]]:
+        """`plan` with the steps `steps_after` names run on its triggers and the delete steps `deletes_as` names
+        deleting as it says, written as the plan that ran into the case's folder (plans-moved/<name>.yaml: the
+        evidence says what actually ran); the ids moved and the ids changed. Raises PlanError when the result
+        is not valid (a trigger names a rule it lacks), HarnessError when the plan file is not YAML
+        (harness/plan/moved.py)."""
         from harness.plan.load import parse_plan
-        from harness.plan.moved import apply_steps_after
+        from harness.plan.moved import apply_deletes_as, apply_steps_after
 
         text, moved = apply_steps_after(Path(plan.source).read_text(), self.steps_after)
-        if not moved:
-            return plan, []
+        text, changed = apply_deletes_as(text, self.deletes_as)
+        if not moved and not changed:
+            return plan, [], []
         out = self.dir / "plans-moved" / f"{Path(plan.source).stem}.yaml"
         out.parent.mkdir(parents=True, exist_ok=True)
-        head = (f"# {Path(plan.source).name} with step(s) {', '.join(moved)} run on other triggers (steps_after of the "
-                "perturbation's plan)\n")
-        out.write_text(head + text)
-        return parse_plan(out.read_text(), str(out), self.ns), moved
+        how = ([f"step(s) {', '.join(moved)} run on other triggers (steps_after)"] if moved else []) + (
+            [f"step(s) {', '.join(changed)} deleting otherwise (deletes_as)"] if changed else [])
+        out.write_text(f"# {Path(plan.source).name} with {' and '.join(how)} of the perturbation's plan\n" + text)
+        return parse_plan(out.read_text(), str(out), self.ns), moved, changed
 
     def _note_steps(self, plan: Any, moved: list[str]) -> None:
         """Remember the steps of `plan` as its file writes them (loaded_steps): their triggers untemplated
-        (`${namespace}` kept), a step without `after` as after the step before it."""
+        (`${namespace}` kept), a step without `after` as after the step before it; a delete step's `delete` spec
+        too (explore's "deleted otherwise" family reads how it deletes)."""
         import yaml
 
         from harness.plan.actions import step_names
@@ -289,7 +298,8 @@ class CaseContext:
             after = st["after"] if "after" in st else ([{"step": previous}] if previous else [])
             kind = next((k for k in step_names() if k in st), "")
             self.loaded_steps[st["id"]] = {"plan": plan.name, "after": after, "moved": st["id"] in moved,
-                                           "action": kind, "previous": previous}
+                                           "action": kind, "previous": previous,
+                                           **({"delete": st["delete"]} if kind == "delete" else {})}
             previous = st["id"]
 
     def wait_plan(self, rule_ids: list[str], timeout: float) -> None:
