@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, load, write_result  # noqa: E402
 
-from harness.explore.findings import key_matches  # noqa: E402
+from harness.explore.findings import cluster_key, key_matches  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,14 @@ def judge(bug: Bug, result: dict[str, Any]) -> dict[str, Any]:
             "plan": (first.get("minimal_words") or first.get("plan")) if first else None,
             "plan_file": first.get("file") if first else None,
             "reproduced": first.get("reproduced") if first else None,
-            "other_findings": sorted(str(f["key"]) for f in findings if f not in hits),
+            "other_findings": sorted(str(f.get("id") or f["key"]) for f in findings if f not in hits),
+            # Every signature finding, variants too (another root cause of the same key: driver.on_violation),
+            # with its root cause (findings.cluster_key of its minimal plan) and plan file.
+            "hits": [{"id": f.get("id") or f["key"], "key": f["key"], "variant_of": f.get("variant_of"),
+                      "perturbation": f.get("first_index"), "minute": round(float(f.get("first_minutes") or 0.0), 2),
+                      "plan": f.get("minimal_words") or f.get("plan"), "plan_file": f.get("file"),
+                      "reproduced": f.get("reproduced"),
+                      "cause": cluster_key(str(f["key"]), f.get("minimal") or f.get("moves") or [])} for f in hits],
             "counts": result.get("counts"), "kueue": result.get("kueue"), "minutes": result.get("minutes"),
             "wall_minutes": result.get("wall_minutes")}
 
@@ -160,6 +167,10 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=15.0, help="explore budget per bug and build (default 15)")
     ap.add_argument("--bugs", default="", help="comma-separated bug numbers (default: all twelve)")
     ap.add_argument("--no-fixed", action="store_true", help="skip the fixed builds")
+    ap.add_argument("--full-budget", action="store_true",
+                    help="explore the affected build for the whole budget (no --stop-on), so that a second root cause "
+                         "of the bug's invariant (a variant) is found too; on the fixed build every such finding's plan "
+                         "is replayed, and the bug counts as rediscovered when one root cause is gone there")
     ap.add_argument("--out", default=None, help="folder (default artifacts/bench-rediscover-<time>)")
     ap.add_argument("--tag", default="")
     ap.add_argument("--merge-from", metavar="FILE", default=None,
@@ -219,7 +230,8 @@ def main() -> int:
         return 0
     for b in bugs:
         slug = b.bug.rpartition("#")[2]
-        a = judge(b, explore(b.control, b.affected, (), out / slug / b.affected, args.minutes, None, b.signature))
+        a = judge(b, explore(b.control, b.affected, (), out / slug / b.affected, args.minutes, None,
+                             () if args.full_budget else b.signature))
         row: dict[str, Any] = {"bug": b.bug, "control": b.control, "build": b.affected, "signature": list(b.signature),
                                **{k: a.get(k) for k in ("found", "perturbation", "minute", "key", "plan", "reproduced")},
                                "affected": a, "scene": b.scene or None}
@@ -232,7 +244,21 @@ def main() -> int:
             f = judge(b, explore(b.control, b.fixed, b.fixed_patches, out / slug / fb, args.minutes, tried))
             row["fixed_build"], row["fixed"] = fb, f
             row["gone_on_fixed"] = None if f.get("found") is None else not f["found"]
-            if a.get("plan_file"):
+            if args.full_budget:
+                # Each root cause apart: its plan replayed on the fixed build, and whether the fixed build's
+                # own exploration found the same cause (findings.cluster_key) again.
+                kept = {h["cause"] for h in f.get("hits") or []}
+                row["hits_fixed"] = []
+                for h in (a.get("hits") or [])[:4]:
+                    rp = (replay(b.control, b.fixed, b.fixed_patches, str(h["plan_file"]),
+                                 out / slug / f"{fb}-replay-{re.sub(r'[^a-z0-9]+', '-', h['id'].lower())}")
+                          if h.get("plan_file") else {"error": "no minimal plan file"})
+                    row["hits_fixed"].append({"id": h["id"], "cause": h["cause"], "replay": rp,
+                                              "cause_found_on_fixed": h["cause"] in kept,
+                                              "gone": (f.get("found") is not None and h["cause"] not in kept
+                                                       and "verdicts" in rp
+                                                       and not rp["verdicts"].get("reproduced", 0))})
+            elif a.get("plan_file"):
                 # The finding itself on the fixed build: its minimal plan, replayed (the search above may not
                 # generate that plan there: the fixed build's reference trace differs).
                 row["replay_fixed"] = replay(b.control, b.fixed, b.fixed_patches, str(a["plan_file"]),
@@ -300,8 +326,13 @@ def rediscovered(rows: list[dict[str, Any]]) -> list[str]:
     the fix leaves in place (gone_on_fixed False, or its minimal plan still reproducing there when replayed)
     is another mechanism with the same symptom, not the bug; one whose fixed-build exploration could not run
     (gone_on_fixed None: its reference run did not pass) is not judged gone. A row with no fixed build run
-    (no gone_on_fixed key) counts as found alone."""
+    (no gone_on_fixed key) counts as found alone. A `--full-budget` row is judged per root cause
+    (`hits_fixed`): rediscovered when one cause the affected build showed is neither found by the fixed
+    build's exploration nor reproduced there by its own plan (another cause of the same key, such as
+    kueue#11480's late admission behind kueue#14863's stuck preemptor, may stay)."""
     def gone(r: dict[str, Any]) -> bool:
+        if r.get("hits_fixed") is not None:  # --full-budget: one root cause gone on the fixed build is the bug
+            return any(h.get("gone") for h in r["hits_fixed"])
         replayed = ((r.get("replay_fixed") or {}).get("verdicts") or {}).get("reproduced", 0)
         return ("gone_on_fixed" not in r or r["gone_on_fixed"] is True) and not replayed
 

@@ -40,7 +40,7 @@ from harness.common import paths
 from harness.common.errors import HarnessError
 from harness.explore import PROGRESS_FILE, RESULT_FILE, generate, oracles, salvage
 from harness.explore.cases import case_slug, resolve_case  # noqa: F401 - resolve_case: re-exported
-from harness.explore.findings import clusters, key_matches, outcome, violation_keys
+from harness.explore.findings import cluster_key, clusters, finding_header, key_matches, outcome, violation_keys
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
 from harness.explore.plugin import same_case
@@ -175,7 +175,9 @@ class Explorer:
                 "discarded_violating": sum(bool(r.violated) for r in real),
                 "salvaged": sum(r.salvage.startswith("kept") for r in real),
                 "errors": sum(r.outcome == "error" for r in real), "passed": sum(r.outcome == "passed" for r in real),
-                "violations": sum(r.outcome == "violation" for r in real), "distinct": len(self.findings),
+                "violations": sum(r.outcome == "violation" for r in real),
+                "distinct": len({f["key"] for f in self.findings.values()}),
+                "variants": sum(1 for f in self.findings.values() if f.get("variant_of")),
                 "pruned_blocked": self.pruned,
                 "noop_runs": len(noop), "false_positives": sum(r.outcome == "violation" for r in noop),
                 "noop_discarded": sum(r.outcome in ("discarded", "error") for r in noop)}
@@ -379,10 +381,11 @@ class Explorer:
 
     def search(self, traces: dict[str, Trace]) -> None:
         while self.queue and self.tried < self.max_runs and self.left() > 0:
-            if self.stop_after is not None and len(self.findings) >= self.stop_after:
-                self.say(f"[explore] {len(self.findings)} distinct violation(s) found: stopping (--stop-after)")
+            distinct = {f["key"] for f in self.findings.values()}
+            if self.stop_after is not None and len(distinct) >= self.stop_after:
+                self.say(f"[explore] {len(distinct)} distinct violation(s) found: stopping (--stop-after)")
                 break
-            named = [k for k in self.findings if key_matches(k, self.stop_on)] if self.stop_on else []
+            named = sorted({k for k in distinct if key_matches(k, self.stop_on)}) if self.stop_on else []
             if named:
                 self.say(f"[explore] {', '.join(named)} found: stopping (--stop-on {' '.join(self.stop_on)})")
                 break
@@ -449,19 +452,32 @@ class Explorer:
                                                 f"({'; '.join(changes)}): ordered partly by time")
 
     def on_violation(self, key: str, rec: RunRecord, cand: Candidate, note: str = "") -> None:
-        f = self.findings.get(key)
-        if f is not None:
-            f["runs"].append(rec.id)
-            return
-        self.findings[key] = f = {"key": key, "first_run": rec.id, "first_index": rec.index,
-                                  "first_minutes": rec.at_minutes, "case": rec.case, "plan": rec.words,
-                                  "moves": rec.moves, "runs": [rec.id], "bundle": rec.bundle,
+        """Record violation `key` of run `rec`: a run of a known finding's root cause (findings.cluster_key of
+        its plan equal to that of the finding's first or minimal plan) is added to its runs; a new key, or a
+        known key broken by a plan of another shape — a *variant*, kept with its own plan, confirmed and
+        minimised like a finding (kueue#14863: its preemptor stuck once by #11480's late admission, once by
+        an eviction that keeps failing: two root causes, one key) — becomes a finding, id `key` or
+        `key~N`."""
+        cause = cluster_key(key, rec.moves)
+        same = [f for f in self.findings.values() if f["key"] == key]
+        for f in same:
+            if cause in f["causes"]:
+                f["runs"].append(rec.id)
+                return
+        fid = f"{key}~{len(same) + 1}" if same else key
+        self.findings[fid] = f = {"key": key, "id": fid, "causes": [cause], "first_run": rec.id,
+                                  "first_index": rec.index, "first_minutes": rec.at_minutes, "case": rec.case,
+                                  "plan": rec.words, "moves": rec.moves, "runs": [rec.id], "bundle": rec.bundle,
                                   "evidence": rec.evidence, "summary": self._summary_of(rec, key)}
+        if same:
+            f["variant_of"] = same[0]["id"]
         if note:
             f["note"] = note
         self.say(f"[explore] VIOLATION {key} in run {rec.id} after {rec.index} perturbations, "
-                 f"{rec.at_minutes:.1f} min: {rec.words}")
+                 f"{rec.at_minutes:.1f} min: {rec.words}" + (f" (a variant of {same[0]['id']}: {cause})" if same else ""))
         self.minimize_finding(f, cand)
+        if f.get("minimal"):
+            f["causes"] = list(dict.fromkeys([*f["causes"], cluster_key(key, f["minimal"])]))
 
     def _summary_of(self, rec: RunRecord, key: str) -> str:
         try:
@@ -533,23 +549,9 @@ class Explorer:
         self.minimize_spent += time.monotonic() - started
         f["minimize_steps"] = [{"plan": plan_words(p), "hits": h} for p, h in m.steps]
         f["bundle"] = hit_bundle.get(m.moves) or f["bundle"]
-        path = self.out / "findings" / f"{re.sub(r'[^a-z0-9]+', '-', key.lower())}.yaml"
+        path = self.out / "findings" / f"{re.sub(r'[^a-z0-9]+', '-', str(f.get('id') or key).lower()).strip('-')}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        header = "\n".join([
-            f"Found by `kueue-harness explore` on Kueue {self.kueue_version or self.spec.wanted}: {key}",
-            f"{f['summary']}" if f.get("summary") else "",
-            f"Case: {case}",
-            *([f["note"]] if f.get("note") else []),
-            f"First seen in run {f['first_run']} (perturbation {f['first_index']}, {f['first_minutes']:.1f} min): {f['plan']}",
-            f"That plan reproduced it {f['confirmed']} times"
-            + (f"; with one more move (the first that reproduced every time, else the most reliable of "
-               f"{len(f['strengthened'])} tried) {hits}/{n}" if f.get("strengthened") else "") + ".",
-            f"This plan (moves dropped one at a time while it reproduced as often) reproduced it {f['reproduced']} times.",
-            f"Evidence bundle: {f['bundle']}",
-            "Replay:",
-            f"  .venv/bin/python -m pytest '{case}' --plan {path} {' '.join(self.spec.cli_args())}",
-            f"  .venv/bin/kueue-harness up --plan {path}   # then create the case's objects by hand",
-        ])
+        header = finding_header(f, self.kueue_version or self.spec.wanted, case, path, self.spec.cli_args(), hits, n)
         path.write_text(plan_document(m.moves, f"explore-{path.stem}", f["minimal_words"], header=header))
         f["file"] = str(path)
         self.say(f"[explore] {key}: minimal plan ({len(m.moves)} move(s), reproduced {f['reproduced']}) -> {path}")

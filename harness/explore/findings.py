@@ -57,13 +57,13 @@ def cluster_key(key: str, moves: Iterable[Mapping[str, Any]]) -> str:
 
 
 def clusters(findings: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Findings grouped by `cluster_key` of their minimal plan (else the first plan): [{"cause", "keys",
-    "first"}], in order of first discovery."""
+    """Findings grouped by `cluster_key` of their minimal plan (else the first plan): [{"cause", "keys" (finding
+    ids: a variant's is "key~N"), "first"}], in order of first discovery."""
     out: dict[str, dict[str, Any]] = {}
     for f in sorted(findings, key=lambda x: float(x.get("first_minutes") or 0.0)):
         cause = cluster_key(str(f["key"]), f.get("minimal") or f.get("moves") or [])
-        c = out.setdefault(cause, {"cause": cause, "keys": [], "first": f["key"]})
-        c["keys"].append(f["key"])
+        c = out.setdefault(cause, {"cause": cause, "keys": [], "first": f.get("id") or f["key"]})
+        c["keys"].append(f.get("id") or f["key"])
     return list(out.values())
 
 
@@ -79,3 +79,29 @@ def outcome(result: dict[str, Any] | None) -> tuple[str, str]:
     if failed:
         return "discarded", "; ".join(f"{f['check']}: {f.get('evidence') or f.get('summary')}" for f in failed)[:300]
     return "error", str(result.get("reason") or "")[:300]
+
+
+def finding_header(f: Mapping[str, Any], kueue: str, case: str, path: Any, cli_args: list[str], hits: int,
+                   n: int) -> str:
+    """The comment block of a finding's plan file (findings/<id>.yaml): what was found, on which Kueue and
+    case, how often each plan reproduced it, the evidence bundle, and the commands that replay it. `f`: the
+    finding (driver.Explorer.on_violation, minimize_finding); `hits`/`n`: the strengthened plan's record.
+    A plan that moves or changes the case's own steps (steps_after, deletes_as) is replayed on its case
+    only (`up --plan` refuses it: harness/plan/moved.py)."""
+    own_steps = any(str(m.get("kind")) in ("step", "delete_as") for m in f.get("minimal") or f.get("moves") or [])
+    return "\n".join([
+        f"Found by `kueue-harness explore` on Kueue {kueue}: {f['key']}"
+        + (f" (a variant of {f['variant_of']}: another root cause)" if f.get("variant_of") else ""),
+        f"{f['summary']}" if f.get("summary") else "",
+        f"Case: {case}",
+        *([str(f["note"])] if f.get("note") else []),
+        f"First seen in run {f['first_run']} (perturbation {f['first_index']}, {f['first_minutes']:.1f} min): {f['plan']}",
+        f"That plan reproduced it {f['confirmed']} times"
+        + (f"; with one more move (the first that reproduced every time, else the most reliable of "
+           f"{len(f['strengthened'])} tried) {hits}/{n}" if f.get("strengthened") else "") + ".",
+        f"This plan (moves dropped one at a time while it reproduced as often) reproduced it {f['reproduced']} times.",
+        f"Evidence bundle: {f['bundle']}",
+        "Replay:",
+        f"  .venv/bin/python -m pytest '{case}' --plan {path} {' '.join(cli_args)}",
+        *([] if own_steps else [f"  .venv/bin/kueue-harness up --plan {path}   # then create the case's objects by hand"]),
+    ])

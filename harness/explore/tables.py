@@ -30,7 +30,8 @@ def render_summary(result: dict[str, Any]) -> str:
         lines += ["| violation | first found (run, perturbations, minutes) | minimal plan | reproduced | plan file | evidence bundle |",
                   "|---|---|---|---|---|---|"]
         for f in result["findings"]:
-            lines.append(f"| `{f['key']}` | {f['first_run']}, {f['first_index']}, {f['first_minutes']:.1f} | "
+            lines.append(f"| `{f.get('id') or f['key']}`" + (f" (variant of `{f['variant_of']}`)" if f.get("variant_of") else "")
+                         + f" | {f['first_run']}, {f['first_index']}, {f['first_minutes']:.1f} | "
                          f"{f.get('minimal_words', f['plan'])} | {f.get('reproduced', '-')} | {f.get('file', '-')} | "
                          f"{f.get('bundle') or '-'} |")
     else:
@@ -57,7 +58,7 @@ def render_summary(result: dict[str, Any]) -> str:
 
 def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
     """One table from several explorations (the shards of one search): counts summed, minutes the longest
-    shard's (machine minutes summed apart), distinct violations joined by key (the earliest finding kept).
+    shard's (machine minutes summed apart), distinct violations joined by finding id (the key, or key~N for a variant; the earliest kept).
     Raises HarnessError for a folder without explore.json."""
     parts = []
     seen: set[Path] = set()
@@ -94,10 +95,11 @@ def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
     findings: dict[str, dict[str, Any]] = {}
     for p in parts:
         for f in p["findings"]:
-            old = findings.get(f["key"])
+            fid = f.get("id") or f["key"]
+            old = findings.get(fid)
             if old is None or f["first_minutes"] < old["first_minutes"]:
-                findings[f["key"]] = {**f, "shard": p.get("shard")}
-    counts["distinct"] = len(findings)
+                findings[fid] = {**f, "shard": p.get("shard")}
+    counts["distinct"] = len({f["key"] for f in findings.values()})
     result = {"cases": sorted({c for p in parts for c in p["cases"]}), "kueue": parts[0]["kueue"],
               "shard": [1, 1], "minutes": max(p["minutes"] for p in parts),
               "machine_minutes": round(sum(p["minutes"] for p in parts), 2), "counts": counts,

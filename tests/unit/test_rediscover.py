@@ -84,3 +84,23 @@ def test_a_finding_the_fix_leaves_in_place_is_not_a_rediscovery() -> None:
             {"bug": "e", "found": True, "gone_on_fixed": None},
             {"bug": "f", "found": True, "gone_on_fixed": True, "replay_fixed": {"verdicts": {"reproduced": 2, "error": 3}}}]
     assert rediscover.rediscovered(rows) == ["a", "d"]
+
+
+def test_a_full_budget_row_is_judged_per_root_cause() -> None:
+    # kueue#14863 on v0.17.0: s stuck by #11480's late admission (kept by the backport) and by an eviction
+    # failed every time (gone with it): the bug is rediscovered by the second cause.
+    kept = {"id": "liveness:s:never", "cause": "liveness:never | hold admission (subject)", "gone": False}
+    gone = {"id": "liveness:s:never~2", "cause": "liveness:never | fail eviction (other), step step (subject)",
+            "gone": True}
+    row = {"bug": "b", "found": True, "gone_on_fixed": False, "hits_fixed": [kept, gone]}
+    assert rediscover.rediscovered([row]) == ["b"]
+    assert rediscover.rediscovered([{**row, "hits_fixed": [kept]}]) == []
+    assert rediscover.rediscovered([{**row, "found": False}]) == []
+    h = rediscover.judge(rediscover.BUGS[0], {"findings": [
+        {"key": "liveness:s:never", "id": "liveness:s:never", "first_index": 3, "first_minutes": 1.0,
+         "moves": [{"kind": "hold", "target": {"cls": "admission", "role": "s"}}]},
+        {"key": "liveness:s:never", "id": "liveness:s:never~2", "variant_of": "liveness:s:never", "first_index": 9,
+         "first_minutes": 4.0, "minimal": [{"kind": "fail", "target": {"cls": "eviction", "role": "v2"}}],
+         "file": "f.yaml"}]})
+    assert [x["id"] for x in h["hits"]] == ["liveness:s:never", "liveness:s:never~2"]
+    assert h["hits"][1]["cause"] == "liveness:never | fail eviction (other)" and h["perturbation"] == 3
