@@ -9,6 +9,7 @@ held request and once with a stale write of the same kind, is reported as one ca
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -52,6 +53,12 @@ def cluster_key(key: str, moves: Iterable[Mapping[str, Any]]) -> str:
         t = m.get("target") or {}
         rel = "subject" if t.get("role") == subject else "other"
         kind = str(m.get("kind"))
+        if kind == "delete_as":  # how it deletes is the cause: an Orphan deletion and a slow finalizer differ
+            try:
+                ways = json.loads(str(m.get("how") or "{}"))
+            except ValueError:
+                ways = {}
+            kind += "".join(f" {ways[k] if k == 'propagation' else k}" for k in sorted(ways))
         shape.append(f"{kind} {t.get('cls')} ({rel})")
     return f"{check}{':' + how if how else ''} | {', '.join(sorted(shape)) or 'no fault'}"
 

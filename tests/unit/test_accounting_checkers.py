@@ -29,6 +29,25 @@ def test_persist_counts_only_a_lasting_or_final_violation():
     assert results(judge(RunningPodsWithinQuota(persist=2), start(end=3.5) + over(3))) == ["violated"]
 
 
+def test_an_uncleared_window_the_objects_at_the_verdict_contradict_ends_there():
+    # The monitor saw it start 0.1 s before the verdict and no end; the objects read at the verdict have a
+    # running Pod within quota (the other Pod's Job was orphan-deleted: no Workload of its own any more).
+    pod = {"metadata": {"name": "a", "namespace": "ns", "uid": "p1", "ownerReferences": [{"uid": "j1"}]},
+           "status": {"phase": "Running"}, "spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}}
+    wl = {"metadata": {"name": "w", "namespace": "ns", "ownerReferences": [{"uid": "j1"}]},
+          "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1}]},
+          "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [
+              {"name": "main", "flavors": {"cpu": "rf"}, "resourceUsage": {"cpu": "1"}, "count": 1}]},
+              "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]}}
+    objs = {"pods": [pod], "workloads": [wl], "localqueues": []}
+    h = start(end=3.1) + over(3)
+    found = judge(RunningPodsWithinQuota(persist=2), h, objs)
+    assert [f.result for f in found if f.bearing] == ["held"], [f.evidence for f in found]
+    assert "within quota in the objects read at the verdict" in found[0].evidence
+    # Without `persist`, any window counts, this one too.
+    assert "violated" in results(judge(RunningPodsWithinQuota(), h, objs))
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, "2s"])
 def test_persist_refuses_bad_values(bad):
     with pytest.raises(ValueError, match="persist must be seconds"):

@@ -66,3 +66,15 @@ def test_the_table_and_the_finding_file_name_the_variant(tmp_path: Path) -> None
     text = finding_header(f, "v0.17.0", "c.py::test_x_control", "f.yaml", ["--kueue-version", "v0.17.0"], 5, 5)
     assert "(a variant of liveness:s:never: another root cause)" in text
     assert "up --plan" not in text  # it runs a step of the case's own plan: replayed on its case only
+
+
+def test_how_a_step_deletes_is_part_of_the_root_cause() -> None:
+    from harness.explore.findings import cluster_key
+    from harness.explore.model import delete_as_move
+
+    orphan = move_to_dict(delete_as_move("delete-j1", propagation="Orphan"))
+    keep = move_to_dict(delete_as_move("delete-j1", keep_terminating=5.0))
+    assert cluster_key("running_pods_within_quota:running", [orphan]) == \
+        "running_pods_within_quota | delete_as Orphan step (other)"
+    assert cluster_key("running_pods_within_quota:running", [keep]) == \
+        "running_pods_within_quota | delete_as keep_terminating step (other)"
