@@ -12,6 +12,9 @@ be read from the artifacts.
   fails v2's eviction with 409 once v1's was answered (`then: fail`).
 - `test_a_failing_step_makes_the_verdict_error`: a `wait` step that times out, and a `patch` step that
   kube-apiserver refuses: the verdict is "error" (assumption steps_done), not "passed".
+- `test_delete_kept_terminating`: a `delete` step with `keep_terminating: 2` keeps an admitted Workload
+  Terminating 2 s (a wait begun at the plan's load sees its deletionTimestamp before the step ends); it goes
+  once the step removed its finalizer.
 
 Prints what it measured: step latency (trigger → signalled → done), fact latency (Kueue's log line →
 the proxy's `fact` → the hold's release), the scheduling cycles.
@@ -153,6 +156,30 @@ CASES = textwrap.dedent('''
         patch: {object: Workload/absent, merge: {spec: {active: false}}}
     """
 
+    # A delete step that keeps its object Terminating 2 s (keep_terminating: a finalizer added, removed after
+    # 2 s); a wait that began at the plan's load sees the deletionTimestamp while the step still runs.
+    KEPT = """
+    apiVersion: kueue-harness/v1
+    kind: FaultPlan
+    name: kept-terminating
+    steps:
+    """ + QUEUES + """
+      - id: w1
+        create: {builder: workload, args: {name: w1}, with: [{queue: lq-a}, {pod_set: {name: main, count: 1, cpu: "1"}}]}
+      - id: w1-reserved
+        wait: {object: Workload/w1, condition: QuotaReserved}
+        timeout: 30
+      - id: delete-w1
+        delete: {object: Workload/w1, keep_terminating: 2}
+      - id: w1-gone
+        wait: {object: Workload/w1, deleted: true}
+        timeout: 30
+      - id: seen-terminating
+        after: []
+        wait: {object: Workload/w1, field: $.metadata.deletionTimestamp}
+        timeout: 60
+    """
+
     def run_plan(case, text, last, timeout=90):
         plan = parse_plan(text, "plan.yaml", namespace=case.ns)
         case.proxy.load_plan(plan)
@@ -175,6 +202,9 @@ CASES = textwrap.dedent('''
 
     def test_a_failing_step_makes_the_verdict_error(case):
         run_plan(case, BROKEN, ["never", "refused"], timeout=30)
+
+    def test_delete_kept_terminating(case):
+        run_plan(case, KEPT, ["w1-gone", "seen-terminating"])
 ''')
 
 
@@ -250,6 +280,15 @@ def test_plan_steps_on_real_kueue(tmp_path: Path, kueue_version: str) -> None:
     failed_v2 = _first(hf, source="proxy", event="failed", rule="evict-v2")
     assert failed_v2["status"] == 409 and failed_v2["why"] == "triggers: evict-v1 answered", failed_v2
     assert failed_v2["ts"] >= answered_v1["ts"]
+
+    # ---- keep_terminating: Terminating while the delete step ran, gone once it removed its finalizer
+    assert verdicts["test_delete_kept_terminating"]["verdict"] == "passed", (verdicts, out)
+    hk = _history(art, "test-delete-kept-terminating")
+    kd = {e["rule"]: e for e in hk if e.get("event") == "signal_done"}
+    assert all(d["ok"] for d in kd.values()), kd
+    assert kd["delete-w1"]["since_signalled"] >= 2.0, kd["delete-w1"]
+    assert kd["seen-terminating"]["ts"] < kd["delete-w1"]["ts"] <= kd["w1-gone"]["ts"], kd
+    print("keep_terminating 2 s: the delete step took", kd["delete-w1"]["since_signalled"], "s")
 
     # ---- a failed step is recorded and voids the verdict
     hb = _history(art, "test-a-failing-step")
