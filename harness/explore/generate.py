@@ -295,8 +295,12 @@ def root_moves(trace: Trace, steps: Mapping[str, Mapping[str, Any]] | None = Non
     # Stage 2: the rest, one family after the other in turn (each family in its own order), so that
     # however far the budget reaches, every family got its first candidates.
     fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], [], [],
-                                          [("moved", m) for m in step_moves(steps)], [],
-                                          [("deleted", m) for m in delete_moves(steps)]]
+                                          [("moved", m) for m in step_moves(steps)], []]
+    # Each way of deleting otherwise is a family of its own (a control has one or two delete steps: a few
+    # moves each), so that the first of every way comes in the first round of stage 2.
+    deleted = delete_moves(steps)
+    for way in ('"propagation": "Orphan"', '"propagation": "Foreground"', '"keep_terminating"'):
+        fams.append([("deleted", m) for m in deleted if way in m.how])
     for role in dict.fromkeys(d.role for d in trace.deliveries):
         mods = trace.modified(role)
         glob = mods[0].glob if mods else ""
