@@ -33,31 +33,41 @@ def read(problems: Any, top: dict[str, tuple[yaml.Node, yaml.Node]], data: dict[
     from harness.plan.triggers import Trigger
 
     out: dict[str, list[dict[str, Any]]] = {}
-    own = {st.get("id") for st in data.get("steps") or [] if isinstance(st, dict)}
-    for knode, vnode in node.value:
-        sid = knode.value if isinstance(knode, yaml.ScalarNode) else None
-        val = raw.get(sid) if isinstance(sid, str) else None
-        if isinstance(knode, yaml.ScalarNode) and knode.tag != "tag:yaml.org,2002:str":
-            problems.add(knode, f"steps_after: {sid!r} reads as a {knode.tag.rsplit(':', 1)[-1]}, not a step id; "
-                                f"quote it (\"{sid}\":)")
-        elif not isinstance(sid, str) or not STEP_ID.fullmatch(sid):
-            problems.add(knode, f"steps_after: {sid!r} is not a step id")
-        elif sid in out:
-            problems.add(knode, f"steps_after: step {sid} given twice")
-        elif sid in own:
-            problems.add(knode, f"steps_after: step {sid} is this plan's own; steps_after moves the steps of the plan "
-                                "a case loads later (give this one `after` instead)")
-        elif not isinstance(val, list) or not all(isinstance(t, dict) and t for t in val):
+    for sid, vnode, val in _entries(problems, node, raw, data, "steps_after",
+                                    "steps_after moves the steps of the plan a case loads later (give this one `after` instead)"):
+        if not isinstance(val, list) or not all(isinstance(t, dict) and t for t in val):
             problems.add(vnode, f"steps_after.{sid}: expected a list of triggers (mappings such as "
                                 "{rule: ID, state: answered}); [] runs the step as soon as its plan is loaded")
-        else:
-            for j, t in enumerate(val):
-                try:
-                    Trigger.from_dict(dict(t), f"steps_after.{sid}[{j}]")
-                except (RuleError, TypeError, ValueError) as e:
-                    problems.add(vnode, str(e))
-            out[sid] = [dict(t) for t in val]
+            continue
+        for j, t in enumerate(val):
+            try:
+                Trigger.from_dict(dict(t), f"steps_after.{sid}[{j}]")
+            except (RuleError, TypeError, ValueError) as e:
+                problems.add(vnode, str(e))
+        out[sid] = [dict(t) for t in val]
     return out
+
+
+def _entries(problems: Any, node: yaml.MappingNode, raw: dict[str, Any], data: dict[str, Any], key: str,
+             own_hint: str) -> Any:
+    """(step id, value node, value) of each entry of the plan's `key:` mapping whose key is a step id, given
+    once, and no step of this plan itself (`own_hint` says what to do instead); problems added for the rest."""
+    own = {st.get("id") for st in data.get("steps") or [] if isinstance(st, dict)}
+    seen: set[str] = set()
+    for knode, vnode in node.value:
+        sid = knode.value if isinstance(knode, yaml.ScalarNode) else None
+        if isinstance(knode, yaml.ScalarNode) and knode.tag != "tag:yaml.org,2002:str":
+            problems.add(knode, f"{key}: {sid!r} reads as a {knode.tag.rsplit(':', 1)[-1]}, not a step id; "
+                                f"quote it (\"{sid}\":)")
+        elif not isinstance(sid, str) or not STEP_ID.fullmatch(sid):
+            problems.add(knode, f"{key}: {sid!r} is not a step id")
+        elif sid in seen:
+            problems.add(knode, f"{key}: step {sid} given twice")
+        elif sid in own:
+            problems.add(knode, f"{key}: step {sid} is this plan's own; {own_hint}")
+        else:
+            seen.add(sid)
+            yield sid, vnode, raw.get(sid)
 
 
 def refuse_outside_a_case(plan: Any, how: str) -> None:
@@ -76,17 +86,24 @@ def apply_steps_after(text: str, edits: dict[str, list[dict[str, Any]]]) -> tupl
     file order. Unchanged text and [] when the plan has none of those steps (it is not the plan they move).
     The result must still pass parse_plan: a trigger naming a rule that plan lacks is refused there.
     Raises HarnessError when the text is not YAML."""
+    def move(st: dict[str, Any]) -> bool:
+        st["after"] = [dict(t) for t in edits[st["id"]]]
+        return True
+
+    return _edit_steps(text, edits, move, "move the steps")
+
+
+def _edit_steps(text: str, edits: dict[str, Any], edit: Any, what: str) -> tuple[str, list[str]]:
+    """Plan text with `edit(step)` applied to each step (a mapping) whose id is in `edits`, and the ids it
+    changed (edit returned True), in file order; unchanged text and [] when none. Raises HarnessError
+    ("cannot {what} of a plan that is not YAML") when the text is not YAML."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise HarnessError(f"cannot move the steps of a plan that is not YAML: {e}") from None
+        raise HarnessError(f"cannot {what} of a plan that is not YAML: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
         return text, []
-    changed: list[str] = []
-    for st in data["steps"]:
-        if isinstance(st, dict) and st.get("id") in edits:
-            st["after"] = [dict(t) for t in edits[st["id"]]]
-            changed.append(st["id"])
+    changed = [st["id"] for st in data["steps"] if isinstance(st, dict) and st.get("id") in edits and edit(st)]
     if not changed:
         return text, []
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120), changed
@@ -113,30 +130,18 @@ def read_deletes_as(problems: Any, top: dict[str, tuple[yaml.Node, yaml.Node]], 
         problems.add(node, "deletes_as: expected a mapping of delete step ids to how they delete, e.g. "
                            "{delete-j1: {propagation: Orphan}} or {delete-j1: {keep_terminating: 5}}")
         return {}
-    own = {st.get("id") for st in data.get("steps") or [] if isinstance(st, dict)}
     out: dict[str, dict[str, Any]] = {}
-    for knode, vnode in node.value:
-        sid = knode.value if isinstance(knode, yaml.ScalarNode) else None
-        val = raw.get(sid) if isinstance(sid, str) else None
-        if isinstance(knode, yaml.ScalarNode) and knode.tag != "tag:yaml.org,2002:str":
-            problems.add(knode, f"deletes_as: {sid!r} reads as a {knode.tag.rsplit(':', 1)[-1]}, not a step id; "
-                                f"quote it (\"{sid}\":)")
-        elif not isinstance(sid, str) or not STEP_ID.fullmatch(sid):
-            problems.add(knode, f"deletes_as: {sid!r} is not a step id")
-        elif sid in out:
-            problems.add(knode, f"deletes_as: step {sid} given twice")
-        elif sid in own:
-            problems.add(knode, f"deletes_as: step {sid} is this plan's own; write how it deletes in the step itself")
-        elif not isinstance(val, dict) or not val or set(val) - set(DELETE_CHANGES):
+    for sid, vnode, val in _entries(problems, node, raw, data, "deletes_as", "write how it deletes in the step itself"):
+        if not isinstance(val, dict) or not val or set(val) - set(DELETE_CHANGES):
             problems.add(vnode, f"deletes_as.{sid}: expected a mapping of {' and/or '.join(DELETE_CHANGES)}, e.g. "
                                 "{propagation: Orphan}")
-        else:
-            try:
-                delete_spec({"object": "Job/x", **val})
-            except StepError as e:
-                problems.add(vnode, f"deletes_as.{sid}: {e}")
-                continue
-            out[sid] = dict(val)
+            continue
+        try:
+            delete_spec({"object": "Job/x", **val})
+        except StepError as e:
+            problems.add(vnode, f"deletes_as.{sid}: {e}")
+            continue
+        out[sid] = dict(val)
     return out
 
 
@@ -145,18 +150,11 @@ def apply_deletes_as(text: str, edits: dict[str, dict[str, Any]]) -> tuple[str, 
     `Kind/name` spec becomes {object: Kind/name, …}), and the ids changed, in file order; a named step that is
     not a delete step is left alone (and not listed). Unchanged text and [] when nothing changed. Raises
     HarnessError when the text is not YAML."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise HarnessError(f"cannot change the delete steps of a plan that is not YAML: {e}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-        return text, []
-    changed: list[str] = []
-    for st in data["steps"]:
-        if isinstance(st, dict) and st.get("id") in edits and st.get("delete") is not None:
-            spec = st["delete"] if isinstance(st["delete"], dict) else {"object": st["delete"]}
-            st["delete"] = {**spec, **edits[st["id"]]}
-            changed.append(st["id"])
-    if not changed:
-        return text, []
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120), changed
+    def change(st: dict[str, Any]) -> bool:
+        if st.get("delete") is None:
+            return False
+        spec = st["delete"] if isinstance(st["delete"], dict) else {"object": st["delete"]}
+        st["delete"] = {**spec, **edits[st["id"]]}
+        return True
+
+    return _edit_steps(text, edits, change, "change the delete steps")

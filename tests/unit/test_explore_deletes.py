@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from harness.checkers import Selection, compose
 from harness.explore import generate
 from harness.explore.model import (
     Move,
@@ -27,6 +26,7 @@ from harness.plan.load import PlanError, parse_plan
 from harness.plan.moved import apply_deletes_as, refuse_outside_a_case
 from harness.plan.steps import KEEP_FINALIZER, StepError, delete_spec
 from harness.common.errors import HarnessError
+from tests.unit.test_explore_steps import _judge  # the plan_happened verdict of a synthetic history
 
 # The shape of cases/kueue_1789/plans/orphan-delete-control.yaml plus a plain `Kind/name` delete.
 CONTROL = """apiVersion: kueue-harness/v1
@@ -91,13 +91,6 @@ def test_deletes_as_in_another_shape_is_refused(value: str, words: str) -> None:
 def test_a_plan_may_not_change_its_own_delete_step() -> None:
     with pytest.raises(PlanError, match="this plan's own"):
         parse_plan(CONTROL + "deletes_as: {delete-j1: {propagation: Orphan}}\n", "x.yaml")
-
-
-def _judge(events: list[dict]) -> tuple[str, str]:
-    h = [{"ts": 1.0, "source": "harness", "event": "case_started", "namespace": "ns-a"}, *events,
-         {"ts": 50.0, "source": "harness", "event": "verdict"}]
-    v = compose(Selection({"plan_happened": {}}), h, {}, require_invariant=False)
-    return v.verdict, v.findings[0].evidence
 
 
 def test_plan_happened_says_error_when_no_delete_step_was_changed() -> None:
