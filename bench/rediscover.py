@@ -191,6 +191,8 @@ def main() -> int:
     if wanted - {b.bug.rpartition("#")[2] for b in BUGS}:
         ap.error(f"unknown bug(s) {sorted(wanted - {b.bug.rpartition('#')[2] for b in BUGS})}; known: "
                  + ", ".join(b.bug.rpartition("#")[2] for b in BUGS))
+    if args.merge_from and args.full_budget:
+        ap.error("--full-budget explores; --merge-from runs nothing (it takes rows of a run made beside): give one")
     if args.merge_from and not args.add_to:
         ap.error("--merge-from needs --add-to FILE (the file its rows go into)")
     out = Path(args.out or ROOT / "artifacts" / f"bench-rediscover-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -234,7 +236,7 @@ def main() -> int:
                              () if args.full_budget else b.signature))
         row: dict[str, Any] = {"bug": b.bug, "control": b.control, "build": b.affected, "signature": list(b.signature),
                                **{k: a.get(k) for k in ("found", "perturbation", "minute", "key", "plan", "reproduced")},
-                               "affected": a, "scene": b.scene or None}
+                               "affected": a, "scene": b.scene or None, "full_budget": bool(args.full_budget)}
         if b.fixed and not args.no_fixed and not a.get("found"):
             row["fixed"] = {"skipped": "not found on the affected build: nothing to disappear"}
         elif b.fixed and not args.no_fixed:

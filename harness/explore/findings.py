@@ -58,7 +58,8 @@ def cluster_key(key: str, moves: Iterable[Mapping[str, Any]]) -> str:
                 ways = json.loads(str(m.get("how") or "{}"))
             except ValueError:
                 ways = {}
-            kind += "".join(f" {ways[k] if k == 'propagation' else k}" for k in sorted(ways))
+            ways = ways if isinstance(ways, dict) else {}
+            kind += "".join(f" {ways[k] if k == 'propagation' else k}" for k in sorted(map(str, ways)))
         shape.append(f"{kind} {t.get('cls')} ({rel})")
     return f"{check}{':' + how if how else ''} | {', '.join(sorted(shape)) or 'no fault'}"
 

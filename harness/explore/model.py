@@ -89,6 +89,15 @@ class Target:
         return f"{what} of {self.role}"
 
 
+def _how(text: Any) -> dict[str, Any] | None:
+    """A delete_as move's `how` (JSON text) as a mapping, or None when it is not the text of a JSON object."""
+    try:
+        v = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return v if isinstance(v, dict) else None
+
+
 def ordinal(n: int) -> str:
     """2 -> "2nd", 3 -> "3rd", 4 -> "4th" (the counts explore's words use: 2 to a few)."""
     return f"{n}{'nd' if n == 2 else 'rd' if n == 3 else 'th'}"
@@ -155,6 +164,17 @@ class Move:
         for a in self.after:
             if a.mode not in AFTER_MODES:
                 raise ValueError(f"unknown trigger mode {a.mode!r}")
+        if self.kind == "delete_as":
+            how = _how(self.how)
+            if not how or set(how) - {"propagation", "keep_terminating"} or None in how.values():
+                raise ValueError(f"a delete_as move needs `how`, a JSON object of propagation and/or keep_terminating "
+                                 f"with values, not {self.how[:80]!r}")
+            from harness.plan.steps import StepError, delete_spec
+
+            try:
+                delete_spec({"object": "Job/x", **how})
+            except StepError as e:
+                raise ValueError(f"a delete_as move: {e}") from None
 
     @property
     def rule_id(self) -> str:
@@ -190,7 +210,7 @@ class Move:
             return f"run step {self.target.role} " + (f"on {trigger_words(self.trigger_list())} only"
                                                       if self.triggers else "as soon as its plan is loaded")
         if self.kind == "delete_as":
-            how = json.loads(self.how or "{}")
+            how = _how(self.how) or {}
             ways = ([f"with propagation {how['propagation']}"] if how.get("propagation") else []) + (
                 [f"kept Terminating {how['keep_terminating']:g}s by a finalizer"] if how.get("keep_terminating") else [])
             return f"step {self.target.role} deletes {' and '.join(ways) or 'as written'}"
@@ -424,4 +444,13 @@ def move_from_dict(d: dict[str, Any]) -> Move:
                 tuple(After(Target(**a["target"]), a["mode"], a.get("status"), int(a.get("nth") or 1))
                       for a in d.get("after") or ()),
                 d.get("status"), d.get("times", 1), d.get("delay", 0.0), d.get("kill", False),
-                tuple(d.get("triggers") or ()), int(d.get("skip") or 0), str(d.get("how") or ""))
+                tuple(d.get("triggers") or ()), int(d.get("skip") or 0), _how_text(d.get("how")))
+
+
+def _how_text(v: Any) -> str:
+    """A stored `how` as the JSON text a Move keeps; ValueError for anything but text (explore.json as written)."""
+    if v is None or v == "":
+        return ""
+    if not isinstance(v, str):
+        raise ValueError(f"a move's `how` is JSON text, not {type(v).__name__}")
+    return v

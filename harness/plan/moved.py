@@ -52,7 +52,7 @@ def _entries(problems: Any, node: yaml.MappingNode, raw: dict[str, Any], data: d
              own_hint: str) -> Any:
     """(step id, value node, value) of each entry of the plan's `key:` mapping whose key is a step id, given
     once, and no step of this plan itself (`own_hint` says what to do instead); problems added for the rest."""
-    own = {st.get("id") for st in data.get("steps") or [] if isinstance(st, dict)}
+    own = {st["id"] for st in data.get("steps") or [] if isinstance(st, dict) and isinstance(st.get("id"), str)}
     seen: set[str] = set()
     for knode, vnode in node.value:
         sid = knode.value if isinstance(knode, yaml.ScalarNode) else None
@@ -132,9 +132,9 @@ def read_deletes_as(problems: Any, top: dict[str, tuple[yaml.Node, yaml.Node]], 
         return {}
     out: dict[str, dict[str, Any]] = {}
     for sid, vnode, val in _entries(problems, node, raw, data, "deletes_as", "write how it deletes in the step itself"):
-        if not isinstance(val, dict) or not val or set(val) - set(DELETE_CHANGES):
-            problems.add(vnode, f"deletes_as.{sid}: expected a mapping of {' and/or '.join(DELETE_CHANGES)}, e.g. "
-                                "{propagation: Orphan}")
+        if not isinstance(val, dict) or not val or set(val) - set(DELETE_CHANGES) or None in val.values():
+            problems.add(vnode, f"deletes_as.{sid}: expected a mapping of {' and/or '.join(DELETE_CHANGES)}, each with "
+                                "a value, e.g. {propagation: Orphan}")
             continue
         try:
             delete_spec({"object": "Job/x", **val})

@@ -133,3 +133,27 @@ def test_the_family_is_among_the_roots_of_a_control_with_delete_steps() -> None:
     # Each way is a family of its own: the first three stage-2 roots are delete-j1's three ways.
     assert [json.loads(m.how) for _, _, m in got[:3]] == [
         {"propagation": "Orphan"}, {"propagation": "Foreground"}, {"keep_terminating": generate.KEEP_TERMINATING}]
+
+
+def test_bad_input_a_breaker_found_gets_words_not_a_traceback() -> None:
+    # A plan whose own step id is a list, with deletes_as: the loader's own words, not "unhashable type".
+    with pytest.raises(PlanError) as e:
+        parse_plan(HEAD + "steps:\n  - {id: [a], delete: Job/j1}\ndeletes_as:\n  d: {propagation: Orphan}\n", "x.yaml")
+    assert "unhashable" not in str(e.value)
+    # null would silently undo the case step's own propagation (a Job's default is Orphan): refused.
+    for value in ("{d: {propagation: null}}", "{d: {keep_terminating: null}}"):
+        with pytest.raises(PlanError, match="each with a value"):
+            parse_plan(HEAD + f"rules: []\ndeletes_as: {value}\n", "x.yaml")
+    # A malformed `how` is refused where the move is made, with what is wrong.
+    for how in ("null", "5", "[1, 2]", '"Orphan"', "", '{"propagation": null}', '{"keep_terminating": "x"}'):
+        with pytest.raises(ValueError, match="delete_as move"):
+            Move("delete_as", Target("step", "d", ""), how=how)
+    with pytest.raises(ValueError, match="keep_terminating"):
+        delete_as_move("d", keep_terminating=10 ** 400)
+    with pytest.raises(ValueError, match="JSON text"):
+        move_from_dict({**move_to_dict(delete_as_move("d", propagation="Orphan")), "how": {"propagation": "Orphan"}})
+    from harness.explore.findings import cluster_key
+
+    for how in ("null", "5", '[1, "a"]', "not json"):  # a stored finding, read back: no traceback
+        assert cluster_key("quota:cq", [{"kind": "delete_as", "how": how, "target": {"cls": "step", "role": "d"}}]) \
+            == "quota | delete_as step (other)"
