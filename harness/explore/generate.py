@@ -3,6 +3,8 @@ that reached new states; the shard split.
 
 Order (the heuristic; docs/architecture.md "explore"):
 
+- **Stage 0 begins with the control's delete steps deleting otherwise** (`delete_moves`: propagation Orphan
+  or Foreground, or the object kept Terminating by a finalizer): at most three moves per delete step.
 - **Stage 0, late loose writes first.** Hold the request of a *loose* Workload status write W (no
   resourceVersion: kube-apiserver applies it whatever happened meanwhile, docs/kueue-notes.md §6) until a
   later event E, or hold its answer until E. A late loose write is the one kind of staleness the API
@@ -24,8 +26,7 @@ Order (the heuristic; docs/architecture.md "explore"):
   time: how Kueue retries a write it cannot make, kueue#9428; evictions first, admissions last; and every
   time after the first one or two of a kind the reference made more than once, kueue#9015), and the
   case's own user steps moved earlier (`earlier`: a create, patch or delete of the control's plan run
-  without waiting for one of its triggers — a concurrent user), and its delete steps deleting otherwise
-  (`delete_moves`: propagation Orphan or Foreground, or the object kept Terminating by a finalizer). The driver takes every 4th run from this
+  without waiting for one of its triggers — a concurrent user). The driver takes every 4th run from this
   stage (driver.OTHERS_EVERY).
 - **Unblocked steps**: a run whose perturbation kept a step of the case's own plan from running (its
   trigger never held: the preemptor a failing eviction starves is never admitted) is tried again at
@@ -276,7 +277,11 @@ def root_moves(trace: Trace, steps: Mapping[str, Mapping[str, Any]] | None = Non
     loose = [w for w in first if _loose_workload(w)]
     other = [w for w in first if _holdable(w) and not _loose_workload(w)]
     out: list[tuple[int, str, Move]] = []
-    # Stage 0: late loose Workload writes (every E of one W, held request then held answer).
+    # Stage 0 begins with the control's delete steps deleting otherwise: a few moves per delete step (three
+    # ways), each a scene the control lacks rather than an ordering of it. Behind the late loose writes they
+    # waited for every 4th run's turn: kueue#12820's slow finalizer was not reached in 47 perturbations.
+    out += [(0, "deleted", m) for m in delete_moves(steps)]
+    # Then late loose Workload writes (every E of one W, held request then held answer).
     for w in loose:
         for a in later_events(trace, w):
             if not is_consequence(w.target, a):
@@ -296,11 +301,6 @@ def root_moves(trace: Trace, steps: Mapping[str, Mapping[str, Any]] | None = Non
     # however far the budget reaches, every family got its first candidates.
     fams: list[list[tuple[str, Move]]] = [_holds(trace, other), [], [], [], [], [],
                                           [("moved", m) for m in step_moves(steps)], []]
-    # Each way of deleting otherwise is a family of its own (a control has one or two delete steps: a few
-    # moves each), so that the first of every way comes in the first round of stage 2.
-    deleted = delete_moves(steps)
-    for way in ('"propagation": "Orphan"', '"propagation": "Foreground"', '"keep_terminating"'):
-        fams.append([("deleted", m) for m in deleted if way in m.how])
     for role in dict.fromkeys(d.role for d in trace.deliveries):
         mods = trace.modified(role)
         glob = mods[0].glob if mods else ""

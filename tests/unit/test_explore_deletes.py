@@ -129,10 +129,9 @@ def test_the_family_is_among_the_roots_of_a_control_with_delete_steps() -> None:
     from harness.explore.trace import Trace
 
     got = [(st, fam, m) for st, fam, m in generate.root_moves(Trace.from_events([], "ns-a"), STEPS) if fam == "deleted"]
-    assert len(got) == 6 and {st for st, _, _ in got} == {2}
-    # Each way is a family of its own: the first three stage-2 roots are delete-j1's three ways.
-    assert [json.loads(m.how) for _, _, m in got[:3]] == [
-        {"propagation": "Orphan"}, {"propagation": "Foreground"}, {"keep_terminating": generate.KEEP_TERMINATING}]
+    # They open stage 0: the first roots of all, each way of each delete step.
+    assert len(got) == 6 and {st for st, _, _ in got} == {0}
+    assert generate.root_moves(Trace.from_events([], "ns-a"), STEPS)[:6] == got
 
 
 def test_bad_input_a_breaker_found_gets_words_not_a_traceback() -> None:
