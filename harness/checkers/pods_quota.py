@@ -16,6 +16,7 @@ a violation.
 
 from __future__ import annotations
 
+import time
 from typing import ClassVar
 
 from harness.checkers.base import Finding, History, Objects, register, within_case
@@ -28,11 +29,33 @@ class RunningPodsWithinQuota:
     name: ClassVar[str] = "running_pods_within_quota"
     kind: ClassVar[str] = "invariant"
     needs_monitor: ClassVar[bool] = True
+    #: A violation it reports may still clear while `decided` is False (explore's settle waits for it).
+    may_clear: ClassVar[bool] = True
 
     def __init__(self, persist: float | None = None) -> None:
         if persist is not None and (isinstance(persist, bool) or not isinstance(persist, (int, float)) or persist <= 0):
             raise ValueError(f"running_pods_within_quota: persist must be seconds > 0 (or absent), got {persist!r}")
         self.persist = float(persist) if persist is not None else None
+
+    def decided(self, history: History, objects: Objects, names: Names) -> bool:
+        """False while a window of running Pods over quota is open and younger than `persist` (it may still
+        close: the garbage collector orphans or deletes a gone Job's Pods a second after its Workload
+        finished — an explore run of #12820's control ended 0.2 s after such a window opened and judged it
+        "until the end of the case"); True otherwise, and always without `persist`. A case waits on it
+        before its verdict (CaseContext.observe; explore's settle). Wall-clock now: only waits use it."""
+        if self.persist is None:
+            return True
+        history = within_case(history)
+        now = time.time()
+        for e in history:
+            if e.get("source") != "monitor" or e.get("event") != "pods_over_quota_started":
+                continue
+            cleared = any(c.get("source") == "monitor" and c.get("event") == "pods_over_quota_cleared"
+                          and c.get("cluster_queue") == e.get("cluster_queue") and c.get("resource") == e.get("resource")
+                          and c["ts"] >= e["ts"] for c in history)
+            if not cleared and now - float(e["ts"]) < self.persist:
+                return False
+        return True
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)

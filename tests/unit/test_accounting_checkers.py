@@ -48,6 +48,20 @@ def test_an_uncleared_window_the_objects_at_the_verdict_contradict_ends_there():
     assert "violated" in results(judge(RunningPodsWithinQuota(), h, objs))
 
 
+def test_a_young_open_window_is_not_decided_yet(monkeypatch):
+    import harness.checkers.pods_quota as pq
+
+    h = start(end=3.1) + over(3)  # epoch-like times: "now" is read from the clock
+    monkeypatch.setattr(pq.time, "time", lambda: h[0]["ts"] + 3.5)
+    assert RunningPodsWithinQuota(persist=2).decided(sorted(h, key=lambda e: e["ts"]), {}, None) is False
+    monkeypatch.setattr(pq.time, "time", lambda: h[0]["ts"] + 5.5)
+    assert RunningPodsWithinQuota(persist=2).decided(sorted(h, key=lambda e: e["ts"]), {}, None) is True
+    assert RunningPodsWithinQuota().decided(h, {}, None) is True  # no bound: any window counts at once
+    closed = start(end=3.1) + over(3, 3.05)
+    monkeypatch.setattr(pq.time, "time", lambda: h[0]["ts"] + 3.5)
+    assert RunningPodsWithinQuota(persist=2).decided(sorted(closed, key=lambda e: e["ts"]), {}, None) is True
+
+
 @pytest.mark.parametrize("bad", [0, -1, True, "2s"])
 def test_persist_refuses_bad_values(bad):
     with pytest.raises(ValueError, match="persist must be seconds"):
