@@ -270,6 +270,24 @@ def test_pods_of_an_evicted_workload_still_running_are_over_quota():
     assert v.result == "violated" and "2000m cpu" in v.evidence
 
 
+def test_a_pod_orphaned_by_its_jobs_deletion_is_out_of_kueues_hands():
+    # kubectl delete --cascade=orphan: the garbage collector removed the Pod's and the Workload's owner
+    # references; Kueue finished the Workload (kueue#1789's fix) and b took the quota. The Pod still names its
+    # Workload in kueue.x-k8s.io/workload (v0.19), but the user took it out of Kueue's hands: not counted.
+    a = job_workload("a", "u-a", None)
+    a["metadata"]["ownerReferences"] = []
+    orphan = pod("a-0", "u-a", "1")
+    orphan["metadata"]["ownerReferences"] = []
+    orphan["metadata"]["annotations"] = {"kueue.x-k8s.io/workload": "a"}
+    wls = [a, job_workload("b", "u-b", "1")]
+    assert lifecycle.pods_over_quota([orphan, pod("b-0", "u-b", "1")], wls, [LQ]) == []
+    # Still owned (its Job Terminating, kept by a finalizer: kueue#12820): counted.
+    owned = pod("a-0", "u-a", "1")
+    owned["metadata"]["annotations"] = {"kueue.x-k8s.io/workload": "a"}
+    (f,) = lifecycle.pods_over_quota([owned, pod("b-0", "u-b", "1")], wls, [LQ])
+    assert (f.running_milli, f.held_milli) == (2000, 1000)
+
+
 def test_pods_over_quota_from_the_monitor_and_not_applicable_without_pods():
     h = start() + [ev(3, "monitor", "pods_over_quota_started", finding="ClusterQueue cq: …", cluster_queue="cq",
                       resource="cpu", running_milli=2000, held_milli=1000, pods=["a", "b"]),

@@ -148,13 +148,25 @@ def workload_of_pod(pod: Mapping[str, Any], workloads: Iterable[Mapping[str, Any
     return None
 
 
+def _orphaned(pod: Mapping[str, Any], wl: Mapping[str, Any]) -> bool:
+    """A Pod with no owner that its Workload does not name as owner either: a Job's Pod left behind by a delete
+    with propagation Orphan (the garbage collector removed its ownerReference). The user took it out of
+    Kueue's hands, and Kueue finishes such a Job's Workload to free its quota (kubernetes-sigs/kueue#1789,
+    fixed by #11596: that is the fix working, not an oversubscription). Kueue's pod integration owns its
+    Workload by the Pod itself, so such a Pod is never "orphaned"."""
+    if _meta(pod).get("ownerReferences"):
+        return False
+    return str(_meta(pod).get("uid")) not in {str(r.get("uid")) for r in _meta(wl).get("ownerReferences") or []}
+
+
 def pods_over_quota(pods: Iterable[Mapping[str, Any]], workloads: Iterable[Mapping[str, Any]],
                     localqueues: Iterable[Mapping[str, Any]] = ()) -> list[PodsOverQuota]:
     """Per ClusterQueue and resource: the requests of its running Pods (status.phase Running, not being
     deleted) against the usage its admitted Workloads hold (checks.usage_by_cluster_queue, summed over
     flavors). A Pod counts for the ClusterQueue its Workload is admitted to, else the one its Workload's
     LocalQueue (spec.queueName, `localqueues`) points at: a Pod that runs for a Workload holding no quota is
-    exactly what this catches. Pods of no known Workload are not counted. Returns the excesses, sorted."""
+    exactly what this catches. Pods of no known Workload, and orphaned Pods (`_orphaned`: their Job deleted
+    with propagation Orphan), are not counted. Returns the excesses, sorted."""
     workloads = list(workloads)
     lq_cq = {f"{_meta(lq).get('namespace')}/{_meta(lq).get('name')}": (lq.get("spec") or {}).get("clusterQueue")
              for lq in localqueues}
@@ -167,7 +179,7 @@ def pods_over_quota(pods: Iterable[Mapping[str, Any]], workloads: Iterable[Mappi
         if (pod.get("status") or {}).get("phase") != "Running" or _meta(pod).get("deletionTimestamp"):
             continue
         wl = workload_of_pod(pod, workloads)
-        if wl is None:
+        if wl is None or _orphaned(pod, wl):
             continue
         cq = ((wl.get("status") or {}).get("admission") or {}).get("clusterQueue") if checks.holds_quota(wl) else None
         cq = cq or lq_cq.get(f"{_meta(wl).get('namespace')}/{(wl.get('spec') or {}).get('queueName')}")
