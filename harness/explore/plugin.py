@@ -295,6 +295,7 @@ class PerturbedRun:
             ctx.deletes_as = dict(plan.deletes_as)
             ctx.record("deletes_as_asked", steps=sorted(plan.deletes_as))
         ctx.load_plan(self.plan_file)
+        ctx.perturbed_plan = str(Path(self.plan_file).resolve())
         ctx.step_wait = self.step_wait
         ctx.plan_quiet = self.quiet
 

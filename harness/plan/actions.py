@@ -488,7 +488,10 @@ class Delete(_StepAction):
     def describe(self, rule: Mapping[str, Any]) -> str:
         from harness.plan import steps
 
-        return "delete " + steps.ref_label(self.spec(rule, "delete") or {})
+        spec = self.spec(rule, "delete") or {}
+        how = ([f"propagation {spec['propagation']}"] if spec.get("propagation") else []) + (
+            [f"kept Terminating {spec['keep_terminating']:g}s"] if spec.get("keep_terminating") else [])
+        return "delete " + steps.ref_label(spec) + (f" ({', '.join(how)})" if how else "")
 
     def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
         return runner.step_delete(rule.get("delete") or {}, str(rule.get("id")))

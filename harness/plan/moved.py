@@ -77,7 +77,7 @@ def refuse_outside_a_case(plan: Any, how: str) -> None:
     if changed:
         raise HarnessError(f"{how}: plan {plan.name} changes steps ({', '.join(dict.fromkeys(changed))}) of the plan a "
                            "case loads (steps_after, deletes_as), and a session loads no case's plan; replay it on the "
-                           "case instead: pytest CASE --plan FILE (docs/fault-plans.md, Moving a case's steps)")
+                           "case instead: .venv/bin/python -m pytest CASE --plan FILE (docs/fault-plans.md, Moving a case's steps)")
 
 
 def apply_steps_after(text: str, edits: dict[str, list[dict[str, Any]]]) -> tuple[str, list[str]]:

@@ -235,7 +235,7 @@ def rerun_command(nodeid: str, spec_args: Sequence[str], target: str = "local") 
     root = paths.ROOT
     exe = Path(sys.executable)
     python = str(exe.relative_to(root)) if exe.is_relative_to(root) else str(exe)
-    nodeid = re.sub(r"\[r\d+\]$", "", nodeid)  # a --repeat repetition: the case itself
+    nodeid = re.sub(r"\[(r\d+|slot\d+|[pnmh]\d+(-\d+)*(-r\d+)?)\]$", "", nodeid)  # a --repeat repetition, an explore run: the case
     return shlex.join([python, "-m", "pytest", nodeid, *spec_args, f"--target={target}", "-p", "no:cacheprovider"])
 
 

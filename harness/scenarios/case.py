@@ -61,6 +61,9 @@ class CaseContext:
     #: Set for a perturbed run whose plan changes how delete steps of the case's own plan delete (`deletes_as:`):
     #: {step id: {propagation?, keep_terminating?}}; `load_plan` applies them.
     deletes_as: dict[str, Any] = field(default_factory=dict)
+    #: The plan file a perturbed run (`--plan`, explore) loaded before the case's own: the evidence's re-run
+    #: command gives it again (harness/scenarios/verdicts.py).
+    perturbed_plan: str | None = None
     #: The steps of every plan the case loaded: {step id: {"plan": name, "after": its triggers as run (as the
     #: file writes them), "moved": bool, "action": create/patch/delete/wait/sleep, "previous": the step before
     #: it}} — what explore reads to move a step (harness/explore/generate.py earlier, unblocked).

@@ -35,7 +35,9 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
     entry = request.config.stash[_VERDICTS_KEY].get(request.node.nodeid, {})
     target = request.config.getoption("--target", "local")
     try:
-        rerun = report.write.rerun_command(request.node.nodeid, request.config.stash[_SPEC_KEY].cli_args(), target)
+        plan = ["--plan", ctx.perturbed_plan] if ctx.perturbed_plan else []  # the perturbation is the run
+        rerun = report.write.rerun_command(request.node.nodeid, [*request.config.stash[_SPEC_KEY].cli_args(), *plan],
+                                           target)
     except Exception:  # noqa: BLE001 - evidence is best effort
         rerun = None
     outcome = {**entry, "message": getattr(request.node, "_kh_message", ""), "target": target,

@@ -156,3 +156,18 @@ def test_bad_input_a_breaker_found_gets_words_not_a_traceback() -> None:
     for how in ("null", "5", '[1, "a"]', "not json"):  # a stored finding, read back: no traceback
         assert cluster_key("quota:cq", [{"kind": "delete_as", "how": how, "target": {"cls": "step", "role": "d"}}]) \
             == "quota | delete_as step (other)"
+
+
+def test_the_report_says_how_a_step_deletes_and_the_rerun_keeps_the_plan() -> None:
+    from harness.plan import actions
+    from harness.report.write import rerun_command
+
+    d = actions.get("delete")
+    assert d.describe({"delete": {"object": "Job/j1", "propagation": "Foreground", "keep_terminating": 5.0}}) == \
+        "delete Job/j1 (propagation Foreground, kept Terminating 5s)"
+    assert d.describe({"delete": {"object": "Job/j1"}}) == "delete Job/j1"
+    # A --plan run's evidence re-runs it with the plan; an explore run's item id is the case's.
+    for nodeid in ("c.py::test_x_control[slot00012]", "c.py::test_x_control[p0042]", "c.py::test_x_control[m01-02-r3]",
+                   "c.py::test_x_control[r2]", "c.py::test_x_control"):
+        cmd = rerun_command(nodeid, ["--kueue-version", "v0.17.0", "--plan", "/p/f.yaml"])
+        assert "c.py::test_x_control --kueue-version v0.17.0 --plan /p/f.yaml" in cmd, cmd
