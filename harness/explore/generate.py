@@ -71,7 +71,8 @@ MAX_EXTENSIONS = 24
 #: holding that write's request until one of them can never end by its trigger (the hold would wait for
 #: its own consequence). Source: Kueue's job reconciler (pkg/controller/jobframework/reconciler.go,
 #: v0.16-v0.19): it unsuspends a Job once the Workload it reads from its informer is admitted
-#: (`admission` -> `job_unsuspend`), suspends it once the Workload is evicted (`eviction` -> `job_suspend`),
+#: (`admission` -> `job_unsuspend`), suspends it once the Workload is evicted (`eviction` -> `job_suspend`)
+#: (and, if it ran, only after its admission: ALSO_AFTER),
 #: and clears the quota reservation of an evicted Workload once its Job is suspended and has no active
 #: Pods (`job_suspend` -> `quota_release`). Closed transitively by `consequences`.
 CAUSES: dict[str, tuple[str, ...]] = {
@@ -79,6 +80,13 @@ CAUSES: dict[str, tuple[str, ...]] = {
     "eviction": ("job_suspend",),
     "job_suspend": ("quota_release",),
 }
+#: Write kinds that follow a write only through another one, and not what follows from them: a Job is
+#: suspended again only once it ran, so the suspend PATCH of an evicted Workload's Job comes after the Job
+#: was unsuspended, hence after Kueue saw the admission (a Job still suspended needs no PATCH). Its quota
+#: release does not: an evicted Workload whose Job never ran has its quota released all the same (the late
+#: admission of #11480 scenario 2 is held exactly until that). Without it, "hold the admission of v1 until
+#: the Job suspend of v1 was answered" was generated and could only time out (kueue_14863's control).
+ALSO_AFTER: dict[str, tuple[str, ...]] = {"admission": ("job_suspend",)}
 
 
 def consequences(cls: str) -> set[str]:
@@ -91,7 +99,7 @@ def consequences(cls: str) -> set[str]:
         if c not in out:
             out.add(c)
             todo.extend(CAUSES.get(c, ()))
-    return out
+    return out | set(ALSO_AFTER.get(cls, ()))
 
 
 def is_consequence(held: Target, a: After) -> bool:

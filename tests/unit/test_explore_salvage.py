@@ -26,7 +26,7 @@ def trace() -> Trace:
 # ---- causality -----------------------------------------------------------------------------------
 
 def test_consequences_follow_kueues_job_reconciler_transitively() -> None:
-    assert generate.consequences("admission") == {"job_unsuspend"}
+    assert generate.consequences("admission") == {"job_unsuspend", "job_suspend"}  # not its quota release
     assert generate.consequences("eviction") == {"job_suspend", "quota_release"}
     assert generate.consequences("pending") == set()
 
@@ -41,6 +41,10 @@ def test_no_request_is_held_until_its_own_consequence() -> None:
     words = {m.words() for m in moves}
     assert "hold the admission of job1 until the Job unsuspend of job1 was answered 200" not in words
     assert "hold the eviction of job1 until the quota release of job1 was answered 200" not in words
+    # A Job is suspended again only after it ran, so after its admission; its quota release is not (#11480
+    # scenario 2's late admission is held exactly until that).
+    assert "hold the admission of job1 until the Job suspend of job1 was answered 200" not in words
+    assert "hold the admission of job1 until the quota release of job1 was answered 200" in words
     # The answer may still be held until them (kube-apiserver applied the write; Kueue sees it by watch) ...
     assert "hold the answer to the admission of job1 until the Job unsuspend of job1 was answered 200" in words
     # ... and a request until another object's write.
