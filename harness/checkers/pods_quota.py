@@ -24,6 +24,14 @@ from harness.checkers.model import lifecycle
 from harness.history.names import Names, case_t0
 
 
+def _cleared(history: History, started: dict) -> dict | None:
+    """The monitor's `pods_over_quota_cleared` event that ended window `started` (its ClusterQueue and
+    resource, at or after it), or None while it is open."""
+    return next((c for c in history if c.get("source") == "monitor" and c.get("event") == "pods_over_quota_cleared"
+                 and c.get("cluster_queue") == started.get("cluster_queue")
+                 and c.get("resource") == started.get("resource") and c["ts"] >= started["ts"]), None)
+
+
 @register
 class RunningPodsWithinQuota:
     name: ClassVar[str] = "running_pods_within_quota"
@@ -47,15 +55,8 @@ class RunningPodsWithinQuota:
             return True
         history = within_case(history)
         now = time.time()
-        for e in history:
-            if e.get("source") != "monitor" or e.get("event") != "pods_over_quota_started":
-                continue
-            cleared = any(c.get("source") == "monitor" and c.get("event") == "pods_over_quota_cleared"
-                          and c.get("cluster_queue") == e.get("cluster_queue") and c.get("resource") == e.get("resource")
-                          and c["ts"] >= e["ts"] for c in history)
-            if not cleared and now - float(e["ts"]) < self.persist:
-                return False
-        return True
+        return not any(_cleared(history, e) is None and now - float(e["ts"]) < self.persist
+                       for e in history if e.get("source") == "monitor" and e.get("event") == "pods_over_quota_started")
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
@@ -72,9 +73,7 @@ class RunningPodsWithinQuota:
         end = max((float(x["ts"]) for x in history if isinstance(x.get("ts"), (int, float))), default=None)
         out = []
         for e in started:
-            cleared = next((c for c in history if c.get("source") == "monitor" and c.get("event") == "pods_over_quota_cleared"
-                            and c.get("cluster_queue") == e.get("cluster_queue") and c.get("resource") == e.get("resource")
-                            and c["ts"] >= e["ts"]), None)
+            cleared = _cleared(history, e)
             lasted = f"for {cleared['ts'] - e['ts']:.2f}s" if cleared else "until the end of the case"
             if cleared is None and pods and end is not None and (e.get("cluster_queue"), e.get("resource")) not in over_at_end:
                 # The monitor saw no end, but the objects read at the verdict are within quota: it ended by then

@@ -58,21 +58,15 @@ def only_routed_serve(api_client: Any, namespace: str, ours: set[str]) -> bool:
 
     disc = client.DiscoveryV1Api(api_client)
     try:
-        services = webhook_services(api_client, namespace)
+        for svc in webhook_services(api_client, namespace):
+            got = disc.list_namespaced_endpoint_slice(namespace, label_selector=f"kubernetes.io/service-name={svc}")
+            ready = ready_addresses(api_client.sanitize_for_serialization(got.items))
+            if not ready or not ready <= ours:
+                return False
     except ApiException as e:
         if e.status == 403:
             return True
         raise
-    for svc in services:
-        try:
-            got = disc.list_namespaced_endpoint_slice(namespace, label_selector=f"kubernetes.io/service-name={svc}")
-        except ApiException as e:
-            if e.status == 403:
-                return True
-            raise
-        ready = ready_addresses(api_client.sanitize_for_serialization(got.items))
-        if not ready or not ready <= ours:
-            return False
     return True
 
 
