@@ -19,6 +19,12 @@ from harness.explore.driver import Explorer, resolve_case
 from harness.explore.tables import merge, render_summary
 
 
+#: `--workers` at most: each is a whole environment (about 1 GiB of memory and some CPU even when idle).
+MAX_WORKERS = 8
+#: `--workers` when not given (docs/benchmarks.md "Explore: workers": 2 doubles the rate of 1 on 2 cores).
+DEFAULT_WORKERS = 2
+
+
 def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex = sub.add_parser("explore", help="find orderings that break Kueue, starting from control cases' reference "
                                         "runs; `explore merge DIR...` joins the tables of shards")
@@ -30,6 +36,10 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--max-runs", type=int, default=400, help="at most this many perturbations (default 400)")
     ex.add_argument("--batch", type=int, default=10, help="runs judged together before the search goes on (default "
                                                           "10); with --no-stream also the runs per environment")
+    ex.add_argument("--workers", type=int, default=None,
+                    help="pytest processes, each with its own environment (about 1 GiB), taking the runs of a batch "
+                         "side by side (default 2; on 2 cores: 1 → 5.6, 2 → 12, 3 → 17 perturbations a minute idle, "
+                         f"docs/benchmarks.md \"Explore: workers\"; at most {MAX_WORKERS}; 1 with --no-stream)")
     ex.add_argument("--no-stream", dest="stream", action="store_false",
                     help="one pytest process (one environment) per batch instead of one for the whole search")
     ex.add_argument("--shard", help="I/N: run the I-th of N disjoint shards of the root perturbations")
@@ -66,7 +76,7 @@ def cli(args: Any) -> int:
         shard = generate.parse_shard(args.shard)
     except ValueError as e:
         raise HarnessError(str(e)) from None
-    for k in ("minutes", "max_runs", "batch", "max_depth", "min_runs", "noop_every", "stop_after"):
+    for k in ("minutes", "max_runs", "batch", "workers", "max_depth", "min_runs", "noop_every", "stop_after"):
         v = getattr(args, k, None)
         if v is not None and (not math.isfinite(v) or v <= 0):
             raise HarnessError(f"--{k.replace('_', '-')} must be a finite number above 0, got {v}")
@@ -87,6 +97,14 @@ def cli(args: Any) -> int:
     twice = sorted({c for c in cases if cases.count(c) > 1})
     if twice:
         raise HarnessError(f"{', '.join(twice)}: given more than once; give each control case once")
+    if getattr(args, "workers", None) is None:
+        args.workers = DEFAULT_WORKERS if getattr(args, "stream", True) else 1
+    if args.workers > MAX_WORKERS:
+        raise HarnessError(f"--workers {args.workers}: at most {MAX_WORKERS} (each starts its own etcd, kube-apiserver, "
+                           "kube-controller-manager, proxy and Kueue; 2 idle cores measured best with 3: "
+                           "docs/benchmarks.md \"Explore: workers\")")
+    if args.workers > 1 and not getattr(args, "stream", True):
+        raise HarnessError("--workers N runs N pytest processes on one stream; it cannot go with --no-stream")
     if args.reference and not (Path(args.reference) / "reference").is_dir():
         raise HarnessError(f"--reference {args.reference}: not the folder of an earlier `kueue-harness explore` "
                            "(it has no reference/ folder)")
@@ -106,7 +124,7 @@ def cli(args: Any) -> int:
                   max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
                   reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
                   stop_on=tuple(getattr(args, "stop_on", None) or ()),
-                  reference_only=args.reference_only, stream=args.stream,
+                  reference_only=args.reference_only, stream=args.stream, workers=args.workers,
                   oracles=tuple(getattr(args, "oracle", None) or ()))
     def interrupted(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt  # run_batch stops the batch's pytest process group; the table is written

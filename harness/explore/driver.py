@@ -96,7 +96,7 @@ class Explorer:
                  batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 5,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
                  stop_after: int | None = None, stop_on: tuple[str, ...] = (), reference_only: bool = False, stream: bool = True,
-                 oracles: tuple[str, ...] = (),
+                 oracles: tuple[str, ...] = (), workers: int = 1,
                  say: Callable[[str], None] = print) -> None:
         self.cases, self.spec, self.out, self.say = cases, spec, out, say
         #: `--oracle NAME[=JSON]` values passed on to every batch (harness/explore/plugin.py parse_oracles).
@@ -109,6 +109,8 @@ class Explorer:
         self.stop_on = tuple(stop_on)
         #: One environment for the whole search (harness/explore/stream.py), else one per batch.
         self.streaming = stream
+        #: pytest processes (environments) on the stream at once (stream.Stream `workers`).
+        self.workers = max(1, int(workers))
         self.stream: Stream | None = None
         self.t0 = time.monotonic()
         self.queue: list[tuple[int, int, int, int, Candidate]] = []
@@ -120,6 +122,8 @@ class Explorer:
         self.findings: dict[str, dict[str, Any]] = {}
         self.batches = 0
         self.tried = 0
+        #: Perturbation ids handed out (next_items): a refill takes the next ones before the batch is recorded.
+        self.issued = 0
         self.since_noop = 0
         self.noops = 0
         #: generate.blocked_key -> the reference time of the earliest trigger a hold of that kind never
@@ -183,17 +187,21 @@ class Explorer:
                 "noop_discarded": sum(r.outcome in ("discarded", "error") for r in noop)}
 
     # ---- running a batch ------------------------------------------------------------------------
-    def run_batch(self, items: list[tuple[str, Candidate | None, str]]) -> dict[str, dict[str, Any] | None]:
+    def run_batch(self, items: list[tuple[str, Candidate | None, str]],
+                  refill: Callable[[int], list[tuple[str, Candidate | None, str]]] | None = None,
+                  ) -> dict[str, dict[str, Any] | None]:
         """Run `items` ((run id, candidate or None for the observe-only plan, case)) in one pytest process;
-        returns {run id: explore.json or None}. Prints a progress line per finished run."""
+        returns {run id: explore.json or None}. Prints a progress line per finished run. `refill()`: items
+        for a worker idle at the batch's tail (stream.Stream.run), their results returned too."""
         self.batches += 1
         runs = self._runs_of(items)
         if self.streaming:
             if self.stream is None:
                 self.stream = Stream(self._stream_cmd, self.out / "stream", ROOT, self.cases,
-                                     per_run=BATCH_SECONDS_PER_RUN, say=self.say)
+                                     per_run=BATCH_SECONDS_PER_RUN, workers=self.workers, say=self.say)
             self.batch_tally = {}
-            got = self.stream.run(runs, same_case, self._progress)
+            got = self.stream.run(runs, same_case, self._progress,
+                                  refill=(lambda n: self._runs_of(refill(n))) if refill is not None else None)
             for res in got.values():
                 if res is not None:
                     self.kueue_version = res.get("kueue_version") or self.kueue_version
@@ -282,7 +290,8 @@ class Explorer:
         c = self.counts()
         what = {"reproduced": "VIOLATION", "passed": "passed"}.get(str(line.get("verdict")),
                                                                   "discarded" if line.get("assumption_failed") else "error")
-        real = not str(line.get("run", "")).split("-")[-1].startswith(("n", "m", "ref", "r"))
+        # Not perturbations: no-op (n), minimising (m), reference (ref), confirming (r) runs, salvage replays (h).
+        real = not str(line.get("run", "")).split("-")[-1].startswith(("n", "m", "ref", "r", "h"))
         if real:
             self.batch_tally[what] = self.batch_tally.get(what, 0) + 1
         t = self.batch_tally
@@ -356,11 +365,10 @@ class Explorer:
             self.push(c, "root")
         return len(roots)
 
-    def next_items(self) -> list[tuple[str, Candidate | None, str]]:
+    def next_items(self, limit: int | None = None) -> list[tuple[str, Candidate | None, str]]:
         items: list[tuple[str, Candidate | None, str]] = []
         prefix = f"s{self.shard[0]}-" if self.shard[1] > 1 else ""
-        taken = 0
-        while len(items) < self.batch and self.queue and self.tried + taken < self.max_runs:
+        while len(items) < (limit or self.batch) and self.queue and self.issued < self.max_runs:
             if self.since_noop >= self.noop_every or self.noops == 0:
                 # The observe-only plan, on each case in turn: its violations are the oracles' false positives.
                 self.noops += 1
@@ -372,8 +380,8 @@ class Explorer:
             if bk is not None and bk in self.blocked and c.meta["until"] >= self.blocked[bk]:
                 self.pruned += 1
                 continue
-            taken += 1
-            c.id = f"{prefix}p{self.tried + taken:04d}"
+            self.issued += 1  # ahead of `tried` while a batch and its refills run
+            c.id = f"{prefix}p{self.issued:04d}"
             self.cands[c.id] = c
             items.append((c.id, c, c.case))
             self.since_noop += 1
@@ -390,8 +398,16 @@ class Explorer:
                 self.say(f"[explore] {', '.join(named)} found: stopping (--stop-on {' '.join(self.stop_on)})")
                 break
             items = self.next_items()
-            got = self.run_batch(items)
-            for rid, cand, case in items:
+            extra: list[tuple[str, Candidate | None, str]] = []
+
+            def refill(n: int) -> list[tuple[str, Candidate | None, str]]:
+                # The next batch's first runs, for workers idle at this one's tail (judged with this batch).
+                more = self.next_items(limit=min(n, self.workers)) if self.left() > 0 and n > 0 else []
+                extra.extend(more)
+                return more
+
+            got = self.run_batch(items, refill=refill)
+            for rid, cand, case in items + extra:
                 res = got.get(rid)
                 rec = self.record(rid, cand, case, res, role="noop" if cand is None else "perturbation")
                 if cand is None:
@@ -407,7 +423,7 @@ class Explorer:
                 if rec.outcome == "discarded" and bk is not None and f"{bk[2]} ended by hold_timeout" in rec.reason:
                     self.blocked[bk] = min(self.blocked.get(bk, float("inf")), cand.meta["until"])
                 if rec.violated and res is not None and self.left() > 0:
-                    self.salvage_run(rec, cand, res)
+                    salvage.replay(self, rec, cand, res)
                 if rec.outcome != "violation" and res is not None and res.get("unrun_steps"):
                     self.unblock(cand, res["unrun_steps"])
                 if rec.outcome == "violation":
@@ -424,32 +440,6 @@ class Explorer:
         earlier (generate.unblocked_candidates), next in line (its perturbation is known to act)."""
         for c in generate.unblocked_candidates(cand, self.steps.get(cand.case), unrun, self.seen_plans, self.max_depth):
             self.push(c, "front", 1)
-
-    def salvage_run(self, rec: RunRecord, cand: Candidate, res: dict[str, Any]) -> None:
-        """A discarded run that violated an invariant (harness/explore/salvage.py): replay the plan that
-        happened once; kept as a finding (then confirmed and minimised) when that reproduces a violation."""
-        if not salvage.salvageable(res.get("findings") or []):
-            rec.salvage = "not replayable (an assumption other than the plan's own failed)"
-            return
-        got = salvage.as_happened(cand.moves, res.get("events") or [])
-        if got is None:
-            rec.salvage = "not replayable (nothing to change, or not a valid plan)"
-            return
-        plan, changes = got
-        rid = f"h{rec.index:04d}"
-        c2 = Candidate(plan, cand.case, "as-happened", depth=len(plan), parent=rec.id, id=rid)
-        self.cands[rid] = c2
-        self.say(f"[explore] {rec.id} was discarded but violated {', '.join(rec.violated)}: replaying the plan that "
-                 f"happened ({'; '.join(changes)})")
-        r2 = self.record(rid, c2, cand.case, self.run_batch([(rid, c2, cand.case)]).get(rid), role="replay")
-        hit = [k for k in r2.keys if k in rec.violated] or r2.keys
-        if r2.outcome != "violation" or not hit:
-            rec.salvage = f"replayed as happened: {r2.outcome}"
-            return
-        rec.salvage = f"kept as {', '.join(hit)}"
-        for key in hit:
-            self.on_violation(key, r2, c2, note=f"from the discarded run {rec.id}, replayed as the plan that happened "
-                                                f"({'; '.join(changes)}): ordered partly by time")
 
     def on_violation(self, key: str, rec: RunRecord, cand: Candidate, note: str = "") -> None:
         """Record violation `key` of run `rec`: a run of a known finding's root cause (findings.cluster_key of
@@ -593,7 +583,8 @@ class Explorer:
                   "minimize_minutes": round(self.minimize_spent / 60.0, 2),
                   "runs": [r.__dict__ for r in self.runs],
                   "settings": {"max_runs": self.max_runs, "budget_minutes": self.budget / 60, "batch": self.batch,
-                               "max_depth": self.max_depth, "min_runs": self.min_runs, "noop_every": self.noop_every}}
+                               "max_depth": self.max_depth, "min_runs": self.min_runs, "noop_every": self.noop_every,
+                               "workers": self.workers}}
         (self.out / "explore.json").write_text(json.dumps(result, indent=1, default=str))
         (self.out / "summary.md").write_text(render_summary(result))
         return result

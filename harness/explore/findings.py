@@ -9,10 +9,11 @@ held request and once with a stale write of the same kind, is reported as one ca
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from harness.explore.model import how_of
 
 #: How a liveness violation went (harness/checkers/liveness.py summaries): part of its key, so a Workload
 #: stuck for ever and one admitted late are two findings.
@@ -54,11 +55,7 @@ def cluster_key(key: str, moves: Iterable[Mapping[str, Any]]) -> str:
         rel = "subject" if t.get("role") == subject else "other"
         kind = str(m.get("kind"))
         if kind == "delete_as":  # how it deletes is the cause: an Orphan deletion and a slow finalizer differ
-            try:
-                ways = json.loads(str(m.get("how") or "{}"))
-            except ValueError:
-                ways = {}
-            ways = ways if isinstance(ways, dict) else {}
+            ways = how_of(str(m.get("how") or "{}")) or {}
             kind += "".join(f" {ways[k] if k == 'propagation' else k}" for k in sorted(map(str, ways)))
         shape.append(f"{kind} {t.get('cls')} ({rel})")
     return f"{check}{':' + how if how else ''} | {', '.join(sorted(shape)) or 'no fault'}"

@@ -89,7 +89,7 @@ class Target:
         return f"{what} of {self.role}"
 
 
-def _how(text: Any) -> dict[str, Any] | None:
+def how_of(text: Any) -> dict[str, Any] | None:
     """A delete_as move's `how` (JSON text) as a mapping, or None when it is not the text of a JSON object."""
     try:
         v = json.loads(text) if isinstance(text, str) else None
@@ -165,7 +165,7 @@ class Move:
             if a.mode not in AFTER_MODES:
                 raise ValueError(f"unknown trigger mode {a.mode!r}")
         if self.kind == "delete_as":
-            how = _how(self.how)
+            how = how_of(self.how)
             if not how or set(how) - {"propagation", "keep_terminating"} or None in how.values():
                 raise ValueError(f"a delete_as move needs `how`, a JSON object of propagation and/or keep_terminating "
                                  f"with values, not {self.how[:80]!r}")
@@ -210,7 +210,7 @@ class Move:
             return f"run step {self.target.role} " + (f"on {trigger_words(self.trigger_list())} only"
                                                       if self.triggers else "as soon as its plan is loaded")
         if self.kind == "delete_as":
-            how = _how(self.how) or {}
+            how = how_of(self.how) or {}
             ways = ([f"with propagation {how['propagation']}"] if how.get("propagation") else []) + (
                 [f"kept Terminating {how['keep_terminating']:g}s by a finalizer"] if how.get("keep_terminating") else [])
             return f"step {self.target.role} deletes {' and '.join(ways) or 'as written'}"

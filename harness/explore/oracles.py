@@ -18,7 +18,8 @@ Kueue evicts it anew), and the checker counts writes per object, not per preempt
 `not_judged` names the progress invariants a move makes meaningless: a write the proxy fails every time
 (`fail`, `times: null`) blocks what depends on it whatever Kueue does, so `liveness` and
 `deletion_completes` are not applied to such a run (the safety invariants still are); `pending_fits_admitted`
-still is, unless the write failed is an admission (`not_judged`).
+still is, unless the write failed is an admission (`not_judged`). Nor is `deletion_completes` applied to a
+run whose delete step deletes with propagation Orphan: nothing it watches is deleted then.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.explore.model import Move
+from harness.explore.model import Move, how_of
 from harness.explore.trace import Trace
 
 #: Progress invariants: a write failed every time makes them unjudgeable (module docstring).
@@ -54,10 +55,16 @@ def not_judged(moves: Iterable[Move]) -> list[str]:
     which a victim whose eviction keeps failing still holds its quota, so a Workload it finds fitting fits
     whatever the fault blocks — kubernetes-sigs/kueue#14863's very shape (a preemption that keeps failing,
     and a Workload that fits starved behind it). An admission failed every time leaves its Workload pending
-    and fitting by the fault alone."""
+    and fitting by the fault alone. A delete step made to delete with propagation Orphan (`delete_as`)
+    deletes only its Job, a kind `deletion_completes` does not watch: its subject (the dependents the
+    reference run saw deleted) is gone by the move itself, so it is not applied either (a run of 2026-12-06
+    said `error: nothing was deleted`)."""
+    out: list[str] = []
+    if any(m.kind == "delete_as" and (how_of(m.how) or {}).get("propagation") == "Orphan" for m in moves):
+        out.append("deletion_completes")
     forever = [m for m in moves if m.kind == "fail" and m.times is None]
     if not forever:
-        return []
+        return out
     if any(m.target.cls == "admission" for m in forever):
         return list(PROGRESS)
     return [c for c in PROGRESS if c != "pending_fits_admitted"]

@@ -177,7 +177,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     from harness.explore import stream
 
-    answer = stream.ask(Path(folder), item.nodeid, param["slot"])
+    worker = Path(getattr(item.config, "_kh_artifacts", "") or "").name  # p01, p02, ...: the driver's name for it
+    answer = stream.ask(Path(folder), item.nodeid, param["slot"], worker=worker)
     if "run" in answer:
         item._kh_run = answer["run"]  # type: ignore[attr-defined]
         return
@@ -300,23 +301,30 @@ class PerturbedRun:
         ctx.plan_quiet = self.quiet
 
     def _holding(self) -> bool:
-        """Whether the proxy holds a flow of this run's plan now, or a process fault of it is under way."""
+        """Whether the proxy holds a flow of this run's plan now — held until its triggers, or delayed and
+        its delay not over (a `delay` rule: salvage replays a timed-out hold as one, and a case's step must
+        be paced by it as by the hold it stands for) — or a process fault of it is under way."""
         st = self.ctx.proxy.state()
         if any(h.get("rule") in self.rule_ids for h in st.get("holds") or []):
+            return True
+        now = time.time()
+        if any(e.get("event") == "delayed" and e.get("rule") in self.rule_ids
+               and now < float(e.get("ts") or 0.0) + float(e.get("seconds") or 0.0)
+               for e in self.ctx.proxy.case_events()):
             return True
         nem = getattr(self.ctx, "nemesis", None)
         return bool(nem is not None and getattr(nem, "busy", lambda: False)())
 
-    def quiet(self) -> str | None:
+    def quiet(self, after: float = PLAN_QUIET) -> str | None:
         """Why this run went quiet — the plan holds no flow and no process fault is under way, and no
-        proxy event came for PLAN_QUIET seconds — or None. A plan step still waiting then waits for
+        proxy event came for `after` seconds (PLAN_QUIET; CaseContext.observe asks for OBSERVE_QUIET) — or None. A plan step still waiting then waits for
         triggers the perturbation blocked (a held admission that never lets the preemptor in): the case's
         `wait_plan` stops waiting for it (CaseContext.plan_quiet), and `steps_done` judges the run."""
         if self._holding():
             return None
         last = max((float(e.get("ts") or 0.0) for e in self.ctx.proxy.case_events()), default=self.started)
         idle = time.time() - max(last, self.started)
-        return f"nothing reached the proxy for {idle:.1f}s and the plan held nothing" if idle >= PLAN_QUIET else None
+        return f"nothing reached the proxy for {idle:.1f}s and the plan held nothing" if idle >= after else None
 
     def step_wait(self, read: Callable[[], Any], pred: Callable[[Any], bool], timeout: float, what: str) -> Any:
         """A case's step under the plan: return `read()` once `pred` holds, or once the plan holds a flow,

@@ -6,8 +6,8 @@ search of hundreds of runs in batches of 10 spent about half its time on it. Wit
 (`test_x_control[slot00001]`, interleaved across cases) instead of fixed runs; before each slot's set-up
 (so before its case folder exists) the plugin asks the driver for a run and waits for the answer:
 
-- `DIR/want/<slot>.json` (plugin): `{"case": node id, "slot": id}`;
-- `DIR/assign/<slot>.json` (driver, written whole by rename): `{"run": {id, case, plan, words, oracles,
+- `DIR/want/<worker>-<slot>.json` (plugin): `{"case": node id, "slot": key, "worker": its artifacts folder name}`;
+- `DIR/assign/<worker>-<slot>.json` (driver, written whole by rename): `{"run": {id, case, plan, words, oracles,
   not_judged}}` — the slot runs it as `--explore-runs` would; `{"skip": why}` — no run for this case now
   (the slot is skipped at once, nothing is created); `{"stop": why}` — the search is over (the session
   stops after this slot).
@@ -17,6 +17,12 @@ Results travel as before: explore.json in the run's evidence folder and a line o
 process is gone (`stream.json`'s `driver_pid`) or after WANT_TIMEOUT, so a dead driver never leaves an
 environment running. The driver restarts the process (a new environment) when it exits early, or when a
 run takes longer than its bound (the run then has no result: outcome `error`).
+
+**Workers** (`explore --workers N`): N such processes at once, each with its own environment (etcd,
+kube-apiserver, kube-controller-manager, proxy, Kueue: nothing shared but the binaries), each with its own
+artifacts folder (`p01`, `p02`, ...) whose name prefixes its slot keys (`p02-slot00007-<hash>`). A run of the
+batch goes to the first worker that asks for a slot of its case; a worker that ends is replaced by a new one.
+A run is judged in the environment it ran in alone, so workers never see each other's objects or faults.
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ SLOTS = 3000
 #: Seconds a slot waits for the driver's answer before it gives up (the driver answers within a second,
 #: except while it judges a batch: then at most one batch's bookkeeping).
 WANT_TIMEOUT = 900.0
-#: Seconds between two looks at the stream folder (plugin and driver).
-POLL = 0.05
+#: Seconds between two looks at the stream folder (plugin and driver): a slot skipped waits for one answer,
+#: and a run's case may come after several skipped slots.
+POLL = 0.02
 #: Processes in a row that may end before finishing a run before the search gives up (a case that cannot
 #: start, a broken build): then the end of the last one's log is the error.
 MAX_FRUITLESS = 3
@@ -90,17 +97,22 @@ def interleave(items: list[Any]) -> list[Any]:
     return plain + slots
 
 
-def ask(folder: Path, nodeid: str, slot: str, timeout: float = WANT_TIMEOUT) -> dict[str, Any]:
+def ask(folder: Path, nodeid: str, slot: str, timeout: float = WANT_TIMEOUT, worker: str = "") -> dict[str, Any]:
     """Ask the driver (stream folder `folder`) for the run of `slot` of case `nodeid`; returns the answer
-    (`run`, `skip` or `stop`; `stop` also when the driver is gone or did not answer within `timeout`)."""
+    (`run`, `skip` or `stop`; `stop` also when the driver is gone or did not answer within `timeout`).
+    `worker`: the asking process's name (its artifacts folder, `p01`): with several processes on one stream
+    (`explore --workers N`) it keeps their slots apart and tells the driver whose run it is."""
     info = json.loads((folder / "stream.json").read_text())
-    key = slot_key(nodeid, slot)
+    key = f"{worker}-{slot_key(nodeid, slot)}" if worker else slot_key(nodeid, slot)
     want, answer = folder / "want" / f"{key}.json", folder / "assign" / f"{key}.json"
-    _write(want, {"case": nodeid, "slot": key})
+    _write(want, {"case": nodeid, "slot": key, "worker": worker})
     t0 = time.monotonic()
     while True:
         if answer.is_file():
-            return json.loads(answer.read_text())
+            got = json.loads(answer.read_text())
+            for f in (want, answer):  # answered: the driver looks at the questions still open only
+                f.unlink(missing_ok=True)
+            return got
         if not _alive(int(info["driver_pid"])):
             return {"stop": "the explore driver is gone"}
         if time.monotonic() - t0 > timeout:
@@ -110,45 +122,79 @@ def ask(folder: Path, nodeid: str, slot: str, timeout: float = WANT_TIMEOUT) -> 
 
 # ---- the driver side -----------------------------------------------------------------------------
 
+class _Worker:
+    """One pytest process of the stream, with its own environment: its artifacts folder (`p01`, `p02`, ...;
+    also its name in the slot keys) and how far the driver has read its progress lines."""
+
+    def __init__(self, art: Path, proc: subprocess.Popen) -> None:
+        self.art, self.proc = art, proc
+        self.progress, self.seen, self.done = art / "explore-progress.jsonl", 0, 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def lines(self) -> list[dict[str, Any]]:
+        if not self.progress.is_file():
+            return []
+        lines = self.progress.read_text().splitlines()
+        new = [json.loads(x) for x in lines[self.seen:] if x.strip()]
+        self.seen = len(lines)
+        return new
+
+
 class Stream:
     """The driver's end (module docstring). `cmd(artifacts)`: the pytest command line for one process with
     its artifacts folder; `folder`: the stream folder; `say`: progress lines; `per_run`: seconds a run may
-    take before the process is restarted."""
+    take before its process is restarted; `workers`: pytest processes (each its own environment) taking runs
+    side by side: the runs of a batch go to whichever asks first for their case (`explore --workers`)."""
 
     def __init__(self, cmd: Callable[[Path], list[str]], folder: Path, cwd: Path, cases: list[str], *,
-                 per_run: float = 90.0, say: Callable[[str], None] = print) -> None:
+                 per_run: float = 90.0, workers: int = 1, say: Callable[[str], None] = print) -> None:
         self.cmd, self.folder, self.cwd, self.cases, self.per_run, self.say = cmd, folder, cwd, cases, per_run, say
-        self.done_in_proc = 0
+        self.n_workers = max(1, workers)
+        self.workers: list[_Worker] = []
         self.fruitless = 0
-        self.proc: subprocess.Popen | None = None
         self.starts = 0
         self.answered: set[str] = set()
-        self.progress: Path | None = None
-        self.seen = 0
-        self.art: Path | None = None
+        #: Answers given, by kind ("run", "skip", "stop").
+        self.answers: dict[str, int] = {}
 
-    def start(self) -> None:
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        """The first live worker's process (None when none runs)."""
+        return next((w.proc for w in self.workers if w.alive()), None)
+
+    def _start_one(self) -> _Worker:
         self.starts += 1
         for sub in ("want", "assign"):
             (self.folder / sub).mkdir(parents=True, exist_ok=True)
-        _write(self.folder / "stream.json", {"driver_pid": os.getpid(), "slots": SLOTS, "cases": self.cases})
-        self.done_in_proc = 0
-        self.art = self.folder / f"p{self.starts:02d}"
-        self.art.mkdir(parents=True, exist_ok=True)
-        self.progress, self.seen = self.art / "explore-progress.jsonl", 0
-        with open(self.art / "pytest.log", "w") as log:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(self.cmd(self.art), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.cwd, start_new_session=True,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        _write(self.folder / "stream.json", {"driver_pid": os.getpid(), "slots": SLOTS, "cases": self.cases,
+                                             "workers": self.n_workers})
+        art = self.folder / f"p{self.starts:02d}"
+        art.mkdir(parents=True, exist_ok=True)
+        with open(art / "pytest.log", "w") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(self.cmd(art), stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=self.cwd, start_new_session=True,
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        w = _Worker(art, proc)
+        self.workers.append(w)
         self.say(f"[explore] one environment for the search: pytest process {self.starts} started "
-                 f"(log: {self.art / 'pytest.log'})")
+                 f"(log: {art / 'pytest.log'})" if self.n_workers == 1 else
+                 f"[explore] worker {len(self.workers)} of {self.n_workers}: pytest process {self.starts} started "
+                 f"(its own environment; log: {art / 'pytest.log'})")
+        return w
+
+    def start(self) -> None:
+        """Start workers until `workers` run."""
+        while len(self.workers) < self.n_workers:
+            self._start_one()
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return any(w.alive() for w in self.workers)
 
     def _wants(self) -> list[dict[str, Any]]:
         out = []
-        for f in sorted((self.folder / "want").glob("slot*.json"), key=lambda f: f.stat().st_mtime):
+        for f in sorted((self.folder / "want").glob("*.json"), key=lambda f: f.stat().st_mtime):
             if f.stem in self.answered:
                 continue
             try:
@@ -159,34 +205,50 @@ class Stream:
 
     def _answer(self, slot: str, data: dict[str, Any]) -> None:
         self.answered.add(slot)
+        kind = next(iter(data), "")
+        self.answers[kind] = self.answers.get(kind, 0) + 1
         _write(self.folder / "assign" / f"{slot}.json", data)
 
-    def _lines(self) -> list[dict[str, Any]]:
-        if self.progress is None or not self.progress.is_file():
-            return []
-        lines = self.progress.read_text().splitlines()
-        new = [json.loads(x) for x in lines[self.seen:] if x.strip()]
-        self.seen = len(lines)
-        return new
+    def _forget(self, w: _Worker) -> None:
+        """Drop an ended worker: its questions and answers (a new worker has other slot keys)."""
+        self.workers.remove(w)
+        for sub in ("want", "assign"):
+            for f in (self.folder / sub).glob(f"{w.art.name}-*"):
+                f.unlink()
+
+    def _owner(self, want: dict[str, Any]) -> _Worker | None:
+        name = want.get("worker") or ""
+        if not name:
+            return self.workers[0] if len(self.workers) == 1 else None
+        return next((w for w in self.workers if w.art.name == name), None)
 
     def run(self, runs: list[dict[str, Any]], same_case: Callable[[str, str], bool],
-            on_line: Callable[[dict[str, Any], int, int], None]) -> dict[str, dict[str, Any] | None]:
+            on_line: Callable[[dict[str, Any], int, int], None],
+            refill: Callable[[int], list[dict[str, Any]]] | None = None) -> dict[str, dict[str, Any] | None]:
         """Run `runs` (the runs-file entries: id, case, plan, ...) on the stream; returns {run id: the run's
-        explore.json (with `bundle`) or None}. `on_line(line, k, n)` is called for each finished run."""
+        explore.json (with `bundle`) or None}. `on_line(line, k, n)` is called for each finished run.
+        `refill(n)`: at most n more runs for a worker that asks once every run was handed out while a run of `runs`
+        itself is still under way (the batch's tail would leave it idle), at most len(runs) in all; their
+        results are returned too. (Refilling while only refilled runs are under way would never end the
+        batch: its results would never be judged.)"""
+        own = {r["id"] for r in runs}
+        cap = len(runs)
+        runs = list(runs)
         pending = list(runs)
-        waiting: dict[str, float] = {}
+        #: run id -> (when it was handed out, the worker running it)
+        waiting: dict[str, tuple[float, _Worker]] = {}
         results: dict[str, dict[str, Any] | None] = {}
         k = 0
 
-        def take_lines() -> None:
+        def take_lines(w: _Worker) -> None:
             nonlocal k
-            for line in self._lines():
+            for line in w.lines():
                 rid = str(line.get("run"))
                 if rid not in waiting:
                     continue
                 waiting.pop(rid)
                 k += 1
-                self.done_in_proc += 1
+                w.done += 1
                 res = None
                 ev = line.get("evidence")
                 try:
@@ -198,74 +260,94 @@ class Stream:
                 results[rid] = res
                 on_line(line, k, len(runs))
 
+        self.start()
         while pending or waiting:
-            take_lines()  # before looking at the process: a run's line may be its last act
+            for w in list(self.workers):
+                take_lines(w)  # before looking at the process: a run's line may be its last act
             if not (pending or waiting):
                 break
-            if not self.alive():
-                take_lines()  # what it wrote before it ended (nothing more can come)
-                if self.proc is not None and self.done_in_proc == 0:
+            for w in [w for w in self.workers if not w.alive()]:
+                take_lines(w)  # what it wrote before it ended (nothing more can come)
+                if w.done == 0:
                     self.fruitless += 1
                     if self.fruitless >= MAX_FRUITLESS:
-                        tail = (self.art / "pytest.log").read_text(errors="replace")[-1500:] if self.art else ""
-                        self.proc = None
+                        tail = (w.art / "pytest.log").read_text(errors="replace")[-1500:]
+                        self._forget(w)
                         raise HarnessError(f"explore: {self.fruitless} pytest processes in a row ended before "
-                                           f"finishing a run; the end of the last one's log ({self.art}/pytest.log):"
+                                           f"finishing a run; the end of the last one's log ({w.art}/pytest.log):"
                                            f"\n{tail}")
-                elif self.proc is not None:
+                else:
                     self.fruitless = 0
-                if self.proc is not None:
-                    self.say(f"[explore] the pytest process ended (exit {self.proc.returncode}); its runs under way "
-                             f"have no result; starting another")
-                for rid in waiting:
-                    results[rid] = None
-                waiting.clear()
-                self.answered.clear()
-                for sub in ("want", "assign"):
-                    for f in (self.folder / sub).glob("*"):
-                        f.unlink()
-                self.start()
-            for w in self._wants():
-                i = next((j for j, r in enumerate(pending) if same_case(r["case"], w["case"])), None)
-                if i is not None:
-                    r = pending.pop(i)
-                    self._answer(w["slot"], {"run": r})
-                    waiting[r["id"]] = time.monotonic()
-                elif pending:
-                    self._answer(w["slot"], {"skip": "no run for this case in the batch"})
-            take_lines()
-            bound = self.per_run + (START_GRACE if self.done_in_proc == 0 else 0.0)
-            late = [rid for rid, t in waiting.items() if time.monotonic() - t > bound]
-            if late:
-                self.say(f"[explore] run(s) {', '.join(late)} took more than {self.per_run:g}s: stopping the pytest "
-                         "process (a new environment for the next runs)")
-                self.stop()
-                for rid in late:
+                self.say(f"[explore] the pytest process {w.art.name} ended (exit {w.proc.returncode}); its runs "
+                         f"under way have no result; starting another")
+                for rid in [rid for rid, (_, o) in waiting.items() if o is w]:
                     results[rid] = None
                     waiting.pop(rid)
+                self._forget(w)
+            self.start()
+            for want in self._wants():
+                owner = self._owner(want)
+                if owner is None:
+                    self.answered.add(want["slot"])  # a question of a worker that ended: nobody waits for it
+                    continue
+                i = next((j for j, r in enumerate(pending) if same_case(r["case"], want["case"])), None)
+                if i is None and not pending and refill is not None and len(runs) - len(own) < cap \
+                        and any(rid in own for rid in waiting):
+                    more = refill(cap - (len(runs) - len(own)))
+                    runs.extend(more)
+                    pending.extend(more)
+                    i = next((j for j, r in enumerate(pending) if same_case(r["case"], want["case"])), None)
+                if i is not None:
+                    r = pending.pop(i)
+                    self._answer(want["slot"], {"run": r})
+                    waiting[r["id"]] = (time.monotonic(), owner)
+                elif pending:
+                    self._answer(want["slot"], {"skip": "no run for this case in the batch"})
+            for w in list(self.workers):
+                take_lines(w)
+            late = [(rid, o) for rid, (t, o) in waiting.items()
+                    if time.monotonic() - t > self.per_run + (START_GRACE if o.done == 0 else 0.0)]
+            if late:
+                self.say(f"[explore] run(s) {', '.join(r for r, _ in late)} took more than {self.per_run:g}s: stopping "
+                         "its pytest process (a new environment for the next runs)")
+                for rid, o in late:
+                    results[rid] = None
+                    waiting.pop(rid)
+                    if o in self.workers:
+                        self._stop_worker(o, "a run took too long")
+                        self._forget(o)
                 continue
             time.sleep(POLL)
         return results
 
-    def stop(self, why: str = "the search is over") -> None:
-        """Tell every waiting slot to stop, let the process end (its teardown stops the environment), and
-        kill its process group if it does not within 120 s."""
-        if self.proc is None:
-            return
+    def _stop_worker(self, w: _Worker, why: str) -> None:
+        """Tell the worker's waiting slots to stop, let it end (its teardown stops the environment), and kill
+        its process group if it does not within 120 s."""
         deadline = time.monotonic() + 120.0
-        while self.alive() and time.monotonic() < deadline:
-            for w in self._wants():
-                self._answer(w["slot"], {"stop": why})
+        while w.alive() and time.monotonic() < deadline:
+            for want in self._wants():
+                if self._owner(want) is w:
+                    self._answer(want["slot"], {"stop": why})
             try:
-                self.proc.wait(timeout=0.5)
+                w.proc.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 pass
-        if self.alive():
-            os.killpg(self.proc.pid, signal.SIGTERM)
+        if w.alive():
+            os.killpg(w.proc.pid, signal.SIGTERM)
             try:
-                self.proc.wait(timeout=30)
+                w.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.proc = None
+                os.killpg(w.proc.pid, signal.SIGKILL)
+                w.proc.wait()
 
+    def stop(self, why: str = "the search is over") -> None:
+        """Stop every worker: each is told at once (`_stop_worker`), then they are waited for together."""
+        deadline = time.monotonic() + 120.0
+        while any(w.alive() for w in self.workers) and time.monotonic() < deadline:
+            for want in self._wants():
+                if self._owner(want) is not None:
+                    self._answer(want["slot"], {"stop": why})
+            time.sleep(0.25)
+        for w in list(self.workers):
+            self._stop_worker(w, why)  # only those still running after 120 s: killed
+        self.workers.clear()

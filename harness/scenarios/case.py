@@ -20,6 +20,11 @@ from harness.history.record import History
 from harness.kueue import log as kueue_log
 from harness.objects import Cluster
 
+#: Seconds of quiet (nothing reached the proxy, the plan holds nothing) after which `observe` ends in a
+#: perturbed run; the run's settle observes SETTLE (2 s) more. Above Kueue's 1 s status batch period only with
+#: the settle: a late write shows within ~0.1-1 s (harness/explore/plugin.py SETTLE).
+OBSERVE_QUIET = 1.0
+
 
 class InvariantViolation(AssertionError):
     """The invariant a case checks does not hold: the bug reproduced. Message = the evidence."""
@@ -220,7 +225,10 @@ class CaseContext:
         """Keep the case running until every declared invariant that can decide early has decided (e.g.
         liveness: the Workload got quota, or is conclusively stuck), or `timeout` seconds (default: the
         largest declared bound plus one second). Never raises on timeout: the checkers then decide on what
-        was seen."""
+        was seen. In a perturbed run (`plan_quiet` set: `--plan`, explore) it also ends once the run was quiet
+        for OBSERVE_QUIET seconds (nothing reached the proxy, the plan holds nothing): the run's settle then
+        observes SETTLE seconds more (harness/explore/plugin.py PerturbedRun.settle). Waiting for the whole
+        bound there cost 6 s of a 9 s run in four controls (docs/benchmarks.md, "Explore: workers")."""
         checkers = [c for c in self.selection.build() if c.kind == "invariant" and hasattr(c, "decided")]
         if not checkers:
             return
@@ -228,6 +236,8 @@ class CaseContext:
             timeout = max([getattr(c, "bound", 0.0) for c in checkers] + [bounds.SETTLE]) + 1.0
 
         def done() -> bool:
+            if self.plan_quiet is not None and self.plan_quiet(OBSERVE_QUIET):
+                return True
             h = self.snapshot()
             objs, names = self.objects(), self.names(h)
             return all(c.decided(h, objs, names) for c in checkers)

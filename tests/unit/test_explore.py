@@ -498,7 +498,7 @@ def test_search_order_noop_runs_extensions_and_minimising(tmp_path: Path) -> Non
     batches: list[list[str]] = []
     stuck = {"check": "liveness", "result": "violated", "summary": "job2 is stuck: got no quota (1.0s, conclusive)"}
 
-    def fake_batch(items):
+    def fake_batch(items, refill=None):
         batches.append([rid for rid, _, _ in items])
         out = {}
         for rid, cand, case in items:
@@ -553,7 +553,7 @@ def test_stop_on_ends_the_search_once_a_named_finding_was_seen(tmp_path: Path) -
 
     stuck = {"check": "liveness", "result": "violated", "summary": "job2 is stuck: got no quota (1.0s, conclusive)"}
 
-    def fake_batch(items):
+    def fake_batch(items, refill=None):
         out = {}
         for rid, cand, case in items:
             res = {"events": reference(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
@@ -598,7 +598,7 @@ def test_a_hold_that_blocked_its_trigger_is_not_tried_until_later_events(tmp_pat
 
     ran: list[str] = []
 
-    def fake_batch(items):
+    def fake_batch(items, refill=None):
         out = {}
         for rid, cand, case in items:
             res = {"events": reference(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
@@ -663,7 +663,7 @@ def test_a_flaky_violation_is_strengthened_then_minimised(tmp_path: Path) -> Non
     seed = Move("hold_response", EVI1, (After(ADM1, "delivered", None),))
     count = {"late": 0}
 
-    def fake_batch(items):
+    def fake_batch(items, refill=None):
         out = {}
         for rid, cand, case in items:
             res = {"events": late_admission_run(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
@@ -774,3 +774,64 @@ def test_explore_cases_must_be_existing_control_cases() -> None:
     with pytest.raises(HarnessError, match="not a control case.*test_stuck_preemption_control"):
         driver.resolve_case("test_stuck_preemption")
     assert driver.resolve_case(f"{f}::test_stuck_preemption_control[p1]") == f"{f}::test_stuck_preemption_control[p1]"
+
+
+def test_refill_runs_are_judged_with_their_batch_and_ids_stay_in_order(tmp_path: Path) -> None:
+    """Explorer.search with --workers: the runs a refill hands out at a batch's tail (stream.Stream.run) are
+    recorded with that batch, their ids follow its own, and the next batch goes on from there."""
+
+    class Spec:
+        wanted = "v0.17.0"
+
+        def cli_args(self):
+            return []
+
+    batches: list[list[str]] = []
+
+    def fake_batch(items, refill=None):
+        items = list(items)
+        if refill is not None and len(batches) == 0:
+            items += refill(2)  # workers idle at the first batch's tail
+        batches.append([rid for rid, _, _ in items])
+        return {rid: {"events": reference(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
+                      "verdict": "passed", "seconds": 1.0, "evidence": str(tmp_path), "bundle": ""}
+                for rid, _, _ in items}
+
+    ex = driver.Explorer(["c.py::test_x_control"], Spec(), tmp_path, batch=3, noop_every=1000, max_runs=7,
+                         min_runs=2, workers=2, say=lambda s: None)
+    ex.run_batch = fake_batch  # type: ignore[method-assign]
+    trace = Trace.from_events(reference(), NS, ["job1", "job2"])
+    ex.coverage |= trace.facts()
+    ex.seed({"c.py::test_x_control": trace})
+    ex.search({"c.py::test_x_control": trace})
+    assert batches[0] == ["n001", "p0001", "p0002", "p0003", "p0004"]  # 2 refilled (one per worker)
+    assert batches[1][0] == "p0005"
+    perturbations = [r for r in ex.runs if r.role == "perturbation"]
+    assert [r.id for r in perturbations] == [f"p{i:04d}" for i in range(1, 8)]
+    assert [r.index for r in perturbations] == list(range(1, 8)) and ex.counts()["tried"] == 7
+
+
+@pytest.mark.parametrize("given, stream, wanted", [(None, True, command.DEFAULT_WORKERS), (None, False, 1), (3, True, 3)])
+def test_explore_workers_default_and_bounds(tmp_path: Path, given, stream, wanted) -> None:
+    """`--workers`: DEFAULT_WORKERS on the stream, 1 with --no-stream when not given; above MAX_WORKERS, or
+    more than 1 with --no-stream, is refused before anything is built."""
+    import argparse
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "explore.json").write_text("{}")
+
+    def args(workers, stream):
+        return argparse.Namespace(cases=["test_stuck_preemption_control"], shard=None, minutes=1.0, max_runs=1,
+                                  batch=1, max_depth=1, min_runs=1, noop_every=1, kueue_version="v0.17.0",
+                                  kueue_ref=None, kueue_source=None, kueue_repo=None, kueue_patch=None,
+                                  out=str(tmp_path / "old"), reference=None, stop_after=None, reference_only=False,
+                                  stream=stream, workers=workers)
+
+    a = args(given, stream)
+    with pytest.raises(HarnessError, match="already holds files"):  # past every check of the options
+        command.cli(a)
+    assert a.workers == wanted
+    with pytest.raises(HarnessError, match=f"at most {command.MAX_WORKERS}"):
+        command.cli(args(command.MAX_WORKERS + 1, True))
+    with pytest.raises(HarnessError, match="cannot go with --no-stream"):
+        command.cli(args(2, False))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.explore import driver, generate, model, oracles, salvage
 from harness.explore.findings import cluster_key, clusters
 from harness.explore.minimize import minimize
@@ -137,14 +139,16 @@ class Spec:
         return []
 
 
-def test_a_discarded_run_that_violated_is_replayed_as_it_happened_and_kept(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reproducing", ["h0001", "h0001c"])
+def test_a_discarded_run_that_violated_is_replayed_as_it_happened_and_kept(tmp_path: Path, reproducing: str) -> None:
+    """Kept when one of salvage.REPLAYS replays reproduces (the first, or only the last)."""
     quota = {"check": "quota", "result": "violated", "assumption": False, "summary": "ClusterQueue cq: 2 used of 1",
              "evidence": ""}
     timed_out = {"check": "plan_happened", "result": "violated", "assumption": True, "summary": "s",
                  "evidence": "admission-job1 ended by hold_timeout (-)"}
     ran: list[tuple[str, str]] = []
 
-    def fake_batch(items):
+    def fake_batch(items, refill=None):
         out = {}
         for rid, cand, case in items:
             res = {"events": reference(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
@@ -156,7 +160,7 @@ def test_a_discarded_run_that_violated_is_replayed_as_it_happened_and_kept(tmp_p
                     res.update(verdict="error", findings=[timed_out, quota],
                                events=reference() + [_ev(200.0, "held", "x-admission-job1"),
                                                      _ev(206.0, "hold_timeout", "x-admission-job1")])
-                elif "delay" in kinds:
+                elif "delay" in kinds and (not rid.startswith("h") or rid == reproducing):
                     res.update(verdict="reproduced", findings=[quota])
             out[rid] = res
         return out
@@ -174,10 +178,13 @@ def test_a_discarded_run_that_violated_is_replayed_as_it_happened_and_kept(tmp_p
     assert c["discarded"] == 1 and c["discarded_violating"] == 1 and c["salvaged"] == 1
     f = result["findings"][0]
     assert f["key"] == "quota:cq" and "replayed as the plan that happened" in f["note"]
+    assert f["first_index"] == 1  # the discarded run's perturbation, not the replay's (replays are not counted)
     assert f["minimal_words"] == "hold the admission of job1 for 6s"
     assert any(rid.startswith("h") for rid, _ in ran)
     rec = next(r for r in result["runs"] if r["id"] == first.id)
-    assert rec["violated"] == ["quota:cq"] and rec["salvage"] == "kept as quota:cq"
+    replay_no = salvage.REPLAYS if reproducing.endswith("c") else 1
+    assert rec["violated"] == ["quota:cq"] and rec["salvage"] == f"kept as quota:cq (replay {replay_no} of {salvage.REPLAYS})"
+    assert sorted(rid for rid, _ in ran if rid.startswith("h")) == ["h0001", "h0001b", "h0001c"]
     assert "1 of them violated an invariant" in (tmp_path / "summary.md").read_text()
 
 
@@ -206,3 +213,37 @@ def test_findings_cluster_by_invariant_and_plan_shape() -> None:
           {"key": "quota:cq", "minimal": [h1], "first_minutes": 3.0}]
     got = clusters(fs)
     assert [c["keys"] for c in got] == [["liveness:job1:stuck", "liveness:job2:stuck"], ["quota:cq"]]
+
+
+def test_an_orphan_deletion_leaves_deletion_completes_unjudged() -> None:
+    """A delete step made to orphan its dependents deletes only its Job (not a kind deletion_completes
+    watches): the oracle has no subject then (a real run said `error: nothing was deleted`)."""
+    orphan = model.delete_as_move("delete-j1", propagation="Orphan")
+    kept = model.delete_as_move("delete-j1", keep_terminating=5)
+    assert oracles.not_judged([orphan]) == ["deletion_completes"]
+    assert oracles.not_judged([kept]) == []
+    assert oracles.not_judged([model.delete_as_move("delete-j1", propagation="Foreground")]) == []
+
+
+def test_a_delay_under_way_paces_the_case_as_the_hold_it_replays() -> None:
+    """PerturbedRun._holding: salvage replays a timed-out hold as a `delay`; while that delay is under way the
+    case's steps must end as they did under the hold ("plan holds a request"), else the replay orders the
+    control's next step after the delayed write (a 2026-12-06 replay of a held admission: job2 was created
+    6 s later than in the run it replayed, and the oversubscription did not happen)."""
+    import time
+    from types import SimpleNamespace
+
+    from harness.explore.plugin import PerturbedRun
+
+    events: list[dict] = []
+    proxy = SimpleNamespace(state=lambda: {"holds": []}, case_events=lambda: events)
+    run = SimpleNamespace(ctx=SimpleNamespace(proxy=proxy, nemesis=None), rule_ids={"x-admission-job1"})
+    assert not PerturbedRun._holding(run)  # type: ignore[arg-type]
+    events.append({"event": "delayed", "rule": "x-admission-job1", "ts": time.time(), "seconds": 60.0})
+    assert PerturbedRun._holding(run)  # type: ignore[arg-type]
+    events[-1]["ts"] = time.time() - 61.0  # its delay is over
+    assert not PerturbedRun._holding(run)  # type: ignore[arg-type]
+    events.append({"event": "delayed", "rule": "someone-else", "ts": time.time(), "seconds": 60.0})
+    assert not PerturbedRun._holding(run)  # type: ignore[arg-type]  # not this run's plan
+    proxy.state = lambda: {"holds": [{"rule": "x-admission-job1"}]}
+    assert PerturbedRun._holding(run)  # type: ignore[arg-type]

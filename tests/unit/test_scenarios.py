@@ -113,3 +113,34 @@ def test_wait_plan_of_a_perturbed_run_ends_when_the_run_went_quiet() -> None:
     ctx.plan_quiet = lambda: None
     CaseContext.wait_plan(ctx, ["s"], 30)  # type: ignore[arg-type]  # an ended rule is found at once
     assert recorded[-1]["why"] == "triggers: x"
+
+
+def test_observe_in_a_perturbed_run_ends_once_the_run_was_quiet() -> None:
+    """CaseContext.observe: a checker that decides only on a violation (log_count with `max`) kept every run
+    observing for its whole bound; in a perturbed run a quiet of OBSERVE_QUIET seconds ends it (the run's
+    settle observes after it). Without `plan_quiet` (a plain case) only the checkers or the timeout end it."""
+    from types import SimpleNamespace
+
+    from harness.scenarios import case as case_mod
+    from harness.scenarios.case import CaseContext
+
+    asked: list[float] = []
+    looked: list[int] = []
+
+    class Undecided:
+        kind, name = "invariant", "log_count"
+
+        def decided(self, h, objs, names) -> bool:
+            looked.append(1)
+            return False
+
+    quiet = iter([None, None, "quiet"])
+    ctx = SimpleNamespace(selection=SimpleNamespace(build=lambda: [Undecided()]), snapshot=lambda: [],
+                          objects=lambda: {}, names=lambda h: None,
+                          plan_quiet=lambda after: asked.append(after) or next(quiet))
+    CaseContext.observe(ctx, timeout=60, interval=0.01)  # type: ignore[arg-type]
+    assert asked == [case_mod.OBSERVE_QUIET] * 3 and len(looked) == 2
+    ctx.plan_quiet = None
+    looked.clear()
+    CaseContext.observe(ctx, timeout=0.5, interval=0.01)  # type: ignore[arg-type]
+    assert len(looked) >= 2  # it looked until its timeout: nothing else ends a plain case's observation
