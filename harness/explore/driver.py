@@ -141,6 +141,8 @@ class Explorer:
         self.minimize_spent = 0.0
         #: Runs of this batch finished so far, by outcome word (the progress lines' counters).
         self.batch_tally: dict[str, int] = {}
+        #: Runs the batch under way was given (its progress lines say how many a refill added).
+        self.batch_size = 0
 
     # ---- helpers ----------------------------------------------------------------------------
     def minutes(self) -> float:
@@ -194,6 +196,7 @@ class Explorer:
         returns {run id: explore.json or None}. Prints a progress line per finished run. `refill()`: items
         for a worker idle at the batch's tail (stream.Stream.run), their results returned too."""
         self.batches += 1
+        self.batch_size = len(items)
         runs = self._runs_of(items)
         if self.streaming:
             if self.stream is None:
@@ -295,7 +298,9 @@ class Explorer:
         if real:
             self.batch_tally[what] = self.batch_tally.get(what, 0) + 1
         t = self.batch_tally
-        self.say(f"[explore {self.minutes():5.1f} min] batch {self.batches} run {k}/{n} {line.get('run')}: "
+        more = n - self.batch_size  # runs refilled at the batch's tail (stream.Stream.run)
+        self.say(f"[explore {self.minutes():5.1f} min] batch {self.batches} run {k}/{n}"
+                 f"{f' ({more} refilled)' if more > 0 else ''} {line.get('run')}: "
                  f"{what} ({line.get('seconds', 0):.1f}s) | tried {c['tried'] + sum(t.values())}, "
                  f"discarded {c['discarded'] + t.get('discarded', 0)}, "
                  f"violations {c['violations'] + t.get('VIOLATION', 0)} ({c['distinct']} distinct so far), "
@@ -311,6 +316,8 @@ class Explorer:
                         seconds=float((res or {}).get("seconds") or 0.0), at_minutes=round(self.minutes(), 2),
                         role=role, plan=str(self.out / "plans" / f"{rid}.yaml"),
                         evidence=str((res or {}).get("evidence", "")), bundle=str((res or {}).get("bundle", "")))
+        if kind != "violation" and rec.bundle and not Path(rec.bundle).is_file():
+            rec.bundle = ""  # bundles are written for violating runs only (--explore-bundles=violations)
         if kind == "discarded" and res is not None:
             rec.violated = salvage.violated_keys(res.get("findings") or [])
         if role == "perturbation":

@@ -794,7 +794,8 @@ def test_refill_runs_are_judged_with_their_batch_and_ids_stay_in_order(tmp_path:
             items += refill(2)  # workers idle at the first batch's tail
         batches.append([rid for rid, _, _ in items])
         return {rid: {"events": reference(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
-                      "verdict": "passed", "seconds": 1.0, "evidence": str(tmp_path), "bundle": ""}
+                      "verdict": "passed", "seconds": 1.0, "evidence": str(tmp_path),
+                      "bundle": str(tmp_path / f"{rid}.tar.gz")}  # not written: only violating runs get one
                 for rid, _, _ in items}
 
     ex = driver.Explorer(["c.py::test_x_control"], Spec(), tmp_path, batch=3, noop_every=1000, max_runs=7,
@@ -809,6 +810,7 @@ def test_refill_runs_are_judged_with_their_batch_and_ids_stay_in_order(tmp_path:
     perturbations = [r for r in ex.runs if r.role == "perturbation"]
     assert [r.id for r in perturbations] == [f"p{i:04d}" for i in range(1, 8)]
     assert [r.index for r in perturbations] == list(range(1, 8)) and ex.counts()["tried"] == 7
+    assert all(r.bundle == "" for r in ex.runs)  # explore.json names no bundle that was never written
 
 
 @pytest.mark.parametrize("given, stream, wanted", [(None, True, command.DEFAULT_WORKERS), (None, False, 1), (3, True, 3)])
