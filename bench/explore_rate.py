@@ -32,18 +32,8 @@ from _common import RESULTS, ROOT, write_result  # noqa: E402
 from stress import Burners, LoadSampler  # noqa: E402
 
 from harness.common.errors import HarnessError  # noqa: E402
-from harness.explore.cases import resolve_case  # noqa: E402
+from harness.explore.cases import control_cases, resolve_case  # noqa: E402
 from harness.explore.command import DEFAULT_WORKERS, MAX_WORKERS  # noqa: E402
-
-
-def controls() -> list[str]:
-    """Every control case under cases/ (test functions named test_*_control), by name."""
-    names = []
-    for f in sorted((ROOT / "cases").glob("*/test_*.py")):
-        for line in f.read_text().splitlines():
-            if line.startswith("def test_") and "_control(" in line:
-                names.append(line.split("(")[0][4:])
-    return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             or args.burners < 0:
         ap.error(f"--workers must be 1-{MAX_WORKERS}, --minutes a finite number above 0, --burners >= 0")
     try:
-        cases = [resolve_case(c) for c in args.cases.split(",")] if args.cases is not None else controls()
+        cases = [resolve_case(c) for c in args.cases.split(",")] if args.cases is not None else control_cases()
     except HarnessError as e:
         ap.error(f"--cases: {e}")
     if args.reference and not (Path(args.reference) / "reference").is_dir():

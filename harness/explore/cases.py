@@ -34,12 +34,17 @@ def resolve_case(text: str, cases_dir: Path = CASES_DIR) -> str:
         if re.search(rf"^def {re.escape(text)}\(", f.read_text(), re.MULTILINE):
             found.append(f"{f.relative_to(ROOT)}::{text}")
     if len(found) != 1:
-        controls = sorted({m for f in cases_dir.rglob("test_*.py")
-                           for m in re.findall(r"^def (test_\w+_control)\(", f.read_text(), re.MULTILINE)})
+        controls = control_cases(cases_dir)
         what = "no case" if not found else f"{len(found)} cases"
         raise HarnessError(f"{what} named {text!r} under {cases_dir}; give a node id (file::name) or one of the "
                            f"control cases: {', '.join(controls)}")
     return _control(found[0], text)
+
+
+def control_cases(cases_dir: Path = CASES_DIR) -> list[str]:
+    """The names of every control case under `cases_dir` (test functions named test_*_control), sorted."""
+    return sorted({m for f in cases_dir.rglob("test_*.py")
+                   for m in re.findall(r"^def (test_\w+_control)\(", f.read_text(), re.MULTILINE)})
 
 
 def _control(nodeid: str, func: str) -> str:

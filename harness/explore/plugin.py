@@ -272,6 +272,8 @@ class PerturbedRun:
         self.skipped: list[dict[str, Any]] = []
         self.restarts = False
         self.acts = False
+        #: The plan's `delay` rules (salvage's replays): `_holding` reads the proxy's events for them only.
+        self.delay_ids: set[str] = set()
 
     # ---- before the body -----------------------------------------------------------------------
     def begin(self) -> None:
@@ -285,6 +287,7 @@ class PerturbedRun:
         self.acts = bool(plan.steps_after or plan.deletes_as) or any(r.action != "observe" for r in plan.rules)
         self.timeouts = [r.release.timeout for r in plan.rules if r.release is not None and r.release.timeout]
         self.restarts = any(r.action == "restart_kueue" for r in plan.rules)
+        self.delay_ids = {r.id for r in plan.rules if r.action == "delay"}
         self.monitor = ctx.monitor(ctx.prefix)  # a context manager (the plugin's own monitor, when it runs one)
         self.monitor.__enter__()
         ctx.record("perturbed_run", run=self.run.get("id", ""), plan=plan.name, file=str(self.plan_file),
@@ -308,9 +311,9 @@ class PerturbedRun:
         if any(h.get("rule") in self.rule_ids for h in st.get("holds") or []):
             return True
         now = time.time()
-        if any(e.get("event") == "delayed" and e.get("rule") in self.rule_ids
-               and now < float(e.get("ts") or 0.0) + float(e.get("seconds") or 0.0)
-               for e in self.ctx.proxy.case_events()):
+        if self.delay_ids and any(e.get("event") == "delayed" and e.get("rule") in self.delay_ids
+                                  and now < float(e.get("ts") or 0.0) + float(e.get("seconds") or 0.0)
+                                  for e in self.ctx.proxy.case_events()):
             return True
         nem = getattr(self.ctx, "nemesis", None)
         return bool(nem is not None and getattr(nem, "busy", lambda: False)())

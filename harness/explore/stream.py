@@ -231,8 +231,7 @@ class Stream:
         itself is still under way (the batch's tail would leave it idle), at most len(runs) in all; their
         results are returned too. (Refilling while only refilled runs are under way would never end the
         batch: its results would never be judged.)"""
-        own = {r["id"] for r in runs}
-        cap = len(runs)
+        own = {r["id"] for r in runs}  # the batch's own runs; runs[len(own):] are refilled ones
         runs = list(runs)
         pending = list(runs)
         #: run id -> (when it was handed out, the worker running it)
@@ -291,9 +290,9 @@ class Stream:
                     self.answered.add(want["slot"])  # a question of a worker that ended: nobody waits for it
                     continue
                 i = next((j for j, r in enumerate(pending) if same_case(r["case"], want["case"])), None)
-                if i is None and not pending and refill is not None and len(runs) - len(own) < cap \
-                        and any(rid in own for rid in waiting):
-                    more = refill(cap - (len(runs) - len(own)))
+                room = 2 * len(own) - len(runs)  # refills left: at most as many as the batch's own runs
+                if i is None and not pending and refill is not None and room > 0 and any(rid in own for rid in waiting):
+                    more = refill(room)
                     runs.extend(more)
                     pending.extend(more)
                     i = next((j for j, r in enumerate(pending) if same_case(r["case"], want["case"])), None)
@@ -341,7 +340,8 @@ class Stream:
                 w.proc.wait()
 
     def stop(self, why: str = "the search is over") -> None:
-        """Stop every worker: each is told at once (`_stop_worker`), then they are waited for together."""
+        """Stop every worker: all are told at once and waited for together; one still running after 120 s is
+        killed (`_stop_worker`)."""
         deadline = time.monotonic() + 120.0
         while any(w.alive() for w in self.workers) and time.monotonic() < deadline:
             for want in self._wants():

@@ -738,6 +738,7 @@ def test_a_perturbed_run_is_quiet_when_nothing_is_held_and_nothing_came_for_a_wh
     proxy = SimpleNamespace(state=lambda: {"holds": held}, case_events=lambda: events)
     p = plugin.PerturbedRun.__new__(plugin.PerturbedRun)
     p.ctx, p.rule_ids, p.started = SimpleNamespace(proxy=proxy, nemesis=None), {"x-admission-v1"}, now - 20
+    p.delay_ids = set()
     assert "nothing reached the proxy for 10" in (p.quiet() or "")
     held.append({"rule": "x-admission-v1"})
     assert p.quiet() is None  # a flow of the plan is held: its release is still to come

@@ -237,7 +237,8 @@ def test_a_delay_under_way_paces_the_case_as_the_hold_it_replays() -> None:
 
     events: list[dict] = []
     proxy = SimpleNamespace(state=lambda: {"holds": []}, case_events=lambda: events)
-    run = SimpleNamespace(ctx=SimpleNamespace(proxy=proxy, nemesis=None), rule_ids={"x-admission-job1"})
+    run = SimpleNamespace(ctx=SimpleNamespace(proxy=proxy, nemesis=None), rule_ids={"x-admission-job1"},
+                          delay_ids={"x-admission-job1"})
     assert not PerturbedRun._holding(run)  # type: ignore[arg-type]
     events.append({"event": "delayed", "rule": "x-admission-job1", "ts": time.time(), "seconds": 60.0})
     assert PerturbedRun._holding(run)  # type: ignore[arg-type]
