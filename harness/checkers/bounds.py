@@ -39,3 +39,16 @@ INACTIVE_SETTLE = 3.0
 #: Kueue admits it in one of its next scheduling cycles (well under a second here). kubernetes-sigs/kueue#14863:
 #: a sticky preemptor whose preemption keeps failing stays in front of such a Workload for ever.
 FITS_BOUND = 5.0
+#: The pace of a run on an idle machine (harness/checkers/progress.py `pace`): each figure's median in seconds,
+#: with room (measured idle, docs/checkers.md "Progress and pace"). A run's pace factor is its largest ratio to these.
+NORMAL_PACE = {"api": 0.1, "watch": 0.05, "schedule": 0.2, "pod_stop": 1.0}
+#: A run whose pace factor is above this is far slower than normal: a verdict that rests on elapsed time alone
+#: is then `error` ("too slow to judge"), never `reproduced`.
+SLOW_FACTOR = 4.0
+#: Scheduling cycles Kueue must run about the case, while nothing moves for longer than a bound, for the stall
+#: to be a loop (evidence) rather than time: a stuck preemption retries every ~10-100 ms (docs/kueue-notes.md
+#: §12: p tried 86-90 times in 5 s while s never was).
+STALL_CYCLES = 10
+#: The longest a stall is waited for, whatever the run's pace: a bound counted in a very slow run's pace (bound ×
+#: pace factor) is cut to this, so a case observes at most about this long before its checkers decide.
+GIVE_UP = 90.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from harness.checkers import progress
 from harness.checkers.base import Finding, History, Objects, observed_until, register, within_case
 from harness.checkers.bounds import DELETION_BOUND
 from harness.history.names import Names, case_t0
@@ -19,11 +20,16 @@ KINDS = ("ClusterQueue", "LocalQueue", "Cohort", "Workload", "Pod")
 
 @register
 class DeletionCompletes:
-    """Every object of `kinds` whose deletion started during the case is gone within `bound` seconds.
-    Violated when one is still there `bound` seconds after its deletion started (the finalizers it still
-    had are named); inconclusive when the case ended sooner; `error` when nothing was deleted (no subject)."""
+    """Every object of `kinds` whose deletion started during the case is gone with no stretch longer than `bound`
+    seconds (counted in the run's pace) in which nothing of the case moved (harness/checkers/progress.py).
+    Violated when one is still there (the finalizers it still had are named), or went only later, after such a
+    stretch on a run of normal pace or while Kueue looped; `error` ("too slow to judge") when only time says so on
+    a run far slower than an idle one, and when nothing was deleted (no subject); inconclusive while something
+    still moves."""
 
     name: ClassVar[str] = "deletion_completes"
+    #: Its bound is counted in the run's pace (harness/checkers/progress.py): observe may wait up to GIVE_UP more.
+    paced: ClassVar[bool] = True
     kind: ClassVar[str] = "invariant"
     needs_monitor: ClassVar[bool] = True
 
@@ -36,7 +42,7 @@ class DeletionCompletes:
 
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
         found = self.check(history, objects, names)
-        return bool(found) and all(f.result in ("held", "violated") for f in found)
+        return bool(found) and all(f.result in ("held", "violated") or progress.too_slow(f) for f in found)
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
@@ -54,29 +60,45 @@ class DeletionCompletes:
         out = [Finding(self.name, "held", f"{e['kind']} {names.text(str(e.get('key')))} deleted",
                        f"{e['kind']} {names.text(str(e.get('key')))} was gone at t={e['ts'] - t0:.3f}s with no "
                        "deletion in progress seen before (no finalizer held it).") for e in at_once]
+        run_pace = progress.pace(history)
+        limit = f"bound {self.bound:g}s at an idle pace; this run's pace: {run_pace.text()}"
         for d in deleting:
             what = f"{d['kind']} {names.text(str(d.get('key')))}"
             gone = next((e for e in history if e.get("source") == "monitor" and e.get("event") == "object_deleted"
                          and e.get("kind") == d["kind"] and e.get("key") == d.get("key") and e["ts"] >= d["ts"]), None)
-            if gone is not None and gone["ts"] - d["ts"] <= self.bound:
-                out.append(Finding(self.name, "held", f"{what} deleted",
-                                   f"{what} was gone {gone['ts'] - d['ts']:.2f}s after its deletion started "
-                                   f"(t={d['ts'] - t0:.3f}s; bound {self.bound:g}s)."))
-                continue
             # The finalizers it still had: the last lifecycle fact of it that names them.
             last = [e for e in history if e.get("source") == "monitor" and e.get("key") == d.get("key")
                     and e.get("kind") == d["kind"] and "finalizers" in e]
             fins = ", ".join(last[-1].get("finalizers") or []) or "none"
+            started = "its deletion started"
+            stall = (progress.longest_stall(history, d["ts"], gone["ts"], started) if gone is not None
+                     else progress.quiet_until(history, end, after=d["ts"]))
+            how = progress.judge_stall(stall, self.bound, run_pace)
+            quiet = names.text(stall.text(t0))
             if gone is not None:
-                out.append(Finding(self.name, "violated", f"{what} deleted only after {gone['ts'] - d['ts']:.2f}s",
-                                   f"{what} was gone {gone['ts'] - d['ts']:.2f}s after its deletion started, more than "
-                                   f"the bound of {self.bound:g}s (finalizers: {fins})."))
-            elif end - d["ts"] >= self.bound:
+                took = f"{what} was gone {gone['ts'] - d['ts']:.2f}s after its deletion started (t={d['ts'] - t0:.3f}s)"
+                if how == "moving":
+                    out.append(Finding(self.name, "held", f"{what} deleted",
+                                       f"{took}; the longest stretch without progress was {stall.seconds:.2f}s ({limit})."))
+                elif how == "too slow":
+                    out.append(Finding(self.name, "error", f"too slow to judge: {what} deleted after "
+                                       f"{gone['ts'] - d['ts']:.2f}s", f"{took}; {quiet}: time alone, on a run far "
+                                       f"slower than an idle one ({limit}) (finalizers: {fins})."))
+                else:
+                    out.append(Finding(self.name, "violated", f"{what} deleted only after {gone['ts'] - d['ts']:.2f}s",
+                                       f"{took}; {quiet} ({limit}; finalizers: {fins})."))
+            elif how in ("stuck", "idle"):
                 out.append(Finding(self.name, "violated", f"{what} stuck Terminating",
                                    f"{what} started its deletion at t={d['ts'] - t0:.3f}s and was still there "
-                                   f"{end - d['ts']:.2f}s later (bound {self.bound:g}s), with finalizers: {fins}."))
+                                   f"{end - d['ts']:.2f}s later, with finalizers: {fins}; {quiet} ({limit})."))
+            elif how == "too slow":
+                out.append(Finding(self.name, "error", f"too slow to judge: {what} still Terminating",
+                                   f"{what} started its deletion at t={d['ts'] - t0:.3f}s and was still there "
+                                   f"{end - d['ts']:.2f}s later (finalizers: {fins}); {quiet}: time alone, on a run "
+                                   f"far slower than an idle one ({limit})."))
             else:
-                out.append(Finding(self.name, "inconclusive", f"{what}: history too short",
+                out.append(Finding(self.name, "inconclusive", f"{what}: still moving",
                                    f"{what} was still being deleted when the case ended, {end - d['ts']:.2f}s after "
-                                   f"its deletion started (bound {self.bound:g}s; finalizers: {fins})."))
+                                   f"its deletion started; something moved {stall.seconds:.2f}s or less before the end "
+                                   f"({limit}; finalizers: {fins})."))
         return out

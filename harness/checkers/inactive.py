@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from harness.checkers import progress
 from harness.checkers.base import Finding, History, Objects, observed_until, register, within_case
 from harness.checkers.bounds import INACTIVE_GRACE, INACTIVE_SETTLE
 from harness.history.names import Names, case_t0
@@ -75,11 +76,13 @@ class InactiveNeverScheduled:
                     since[key] = None
             elif e.get("event") == "object_deleted" and e.get("kind") == "Workload" and key in since:
                 since[key] = None
-        return bool(since) and all(t is None or end - t >= self.settle for t in since.values())
+        settle = self.settle * progress.pace(history).factor  # counted in the run's pace (progress.py)
+        return bool(since) and all(t is None or end - t >= settle for t in since.values())
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)
         mon = [e for e in history if e.get("source") == "monitor"]
+        grace = self.grace * progress.pace(history).factor  # counted in the run's pace (progress.py)
         deactivated: dict[str, float] = {}
         judged: dict[str, list[Finding]] = {}
         t0 = case_t0(history)
@@ -100,16 +103,16 @@ class InactiveNeverScheduled:
                     judged[key].append(Finding(self.name, "held", f"{who}: reservation in flight",
                                                f"{who} got quota while inactive ({at}), but Kueue sent that admission "
                                                f"{since - sent:.3f}s before the deactivation was seen: a cycle in flight."))
-                elif sent is not None or e["ts"] - since > self.grace:
+                elif sent is not None or e["ts"] - since > grace:
                     how = (f"Kueue sent the admission {sent - since:.3f}s after the deactivation was seen" if sent is not None
-                           else f"seen more than the grace of {self.grace:g}s after the deactivation")
+                           else f"seen more than the grace of {grace:.2f}s (in the run's pace) after the deactivation")
                     judged[key].append(Finding(self.name, "violated", f"{who} got quota while inactive",
                                                f"{who} has spec.active=false and got a quota reservation in "
                                                f"{e.get('cluster_queue')} ({at}); {how}."))
                 else:
                     judged[key].append(Finding(self.name, "inconclusive", f"{who}: reservation just after deactivation",
                                                f"{who} got quota while inactive ({at}), within the grace of "
-                                               f"{self.grace:g}s, and the history has no record of the admission write "
+                                               f"{grace:.2f}s (in the run's pace), and the history has no record of the admission write "
                                                "to tell whether it was in flight."))
         if not judged:
             return [Finding(self.name, "error", "no Workload was deactivated",

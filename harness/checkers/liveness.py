@@ -23,7 +23,7 @@ from harness.checkers.base import (
     register,
     within_case,
 )
-from harness.checkers import subjects
+from harness.checkers import progress, subjects
 from harness.checkers.bounds import LIVENESS_BOUND, STUCK_LINES
 from harness.checkers.model import quota as checks
 from harness.history.names import Names, case_t0, kobj_key
@@ -64,9 +64,11 @@ def _subjects(history: History, jobs: tuple[str, ...], names: Names, objects: Ob
                             "it, and it is not among the objects judged)")
             continue
         key = f"{names.ns}/{wl}"
-        first = created_in_history.get(job)
-        if first is None:
-            first = subjects.workloads_seen(history, objects, names.ns).get(wl, case_t0(history))
+        # From the first time anyone saw it: the Job's creation, or its Workload seen earlier (a plan step's
+        # `signal_done` comes after its calls returned, and Kueue may have admitted the Workload before that).
+        sightings = [t for t in (created_in_history.get(job),
+                                 subjects.workloads_seen(history, objects, names.ns).get(wl)) if t is not None]
+        first = min(sightings) if sightings else case_t0(history)
         out.setdefault(key, {"first": first, "targets": set(), "why": "named"})
     for wl in workloads:
         key = wl if "/" in wl else f"{names.ns}/{wl}"
@@ -158,6 +160,8 @@ class Liveness:
     eviction keeps failing, kubernetes-sigs/kueue#14863) and asks about another Workload."""
 
     name: ClassVar[str] = "liveness"
+    #: Its bound is counted in the run's pace (harness/checkers/progress.py): observe may wait up to GIVE_UP more.
+    paced: ClassVar[bool] = True
     kind: ClassVar[str] = "invariant"
 
     def __init__(self, bound: float = LIVENESS_BOUND, jobs: tuple[str, ...] | list[str] = (),
@@ -172,11 +176,75 @@ class Liveness:
         """Plain Workloads are judged on the invariant monitor's facts (the plugin runs it for the case)."""
         return bool(self.workloads)
 
+    def _judge(self, history: History, key: str, d: dict[str, Any], got: float | None, lifts: list[float],
+               end: float, t0: float, final: dict[str, Any], run_pace: progress.Pace, names: Names) -> Finding:
+        """One subject's finding: by the longest stretch in which nothing moved toward it (progress.longest_stall),
+        never by the time it waited alone (module docstring of harness/checkers/progress.py)."""
+        name = key.partition("/")[2]
+        who = names.wl(name)
+        later = [t for t in lifts if t >= d["first"] and (got is None or t <= got)]
+        start = max(later) if later else d["first"]
+        since = "the last fault was lifted" if later else {
+            "preempting": "its first preemption", "named": "its Job was created"}.get(d["why"], "it was first seen")
+        targets = ", ".join(names.wl(t.split('/')[-1]) for t in sorted(d["targets"]))
+        waited = f"preempted {targets}" if targets else "waited for quota"
+        state = ""
+        if key in final:
+            state = f" Final state: {who} {cond_text(final[key])}"
+            for t in sorted(d["targets"]):
+                if t in final:
+                    state += f"; {names.wl(t.split('/')[-1])} {cond_text(final[t])}"
+            state += "."
+        limit = f"bound {self.bound:g}s at an idle pace; this run's pace: {run_pace.text()}"
+        if got is not None and got < start:
+            return Finding(self.name, "held", f"{who} got quota",
+                           f"{who} {waited} and got quota at t={got - t0:.3f}s, {got - d['first']:.2f}s after it "
+                           "started waiting, before the last fault was lifted.")
+        stall = progress.longest_stall(history, start, got if got is not None else end, since)
+        how = progress.judge_stall(stall, self.bound, run_pace)
+        quiet = names.text(stall.text(t0))
+        if got is not None:
+            took = f"{got - start:.2f}s after {since} (t={start - t0:.3f}s)"
+            if how == "moving":
+                return Finding(self.name, "held", f"{who} got quota",
+                               f"{who} {waited} and got quota at t={got - t0:.3f}s, {took}; the longest stretch "
+                               f"without progress was {stall.seconds:.2f}s ({limit}).")
+            if how == "too slow":
+                return Finding(self.name, "error", f"too slow to judge: {who} got quota after {got - start:.2f}s",
+                               f"{who} {waited} and got quota {took}; {quiet}: time alone, on a run far slower than "
+                               f"an idle one ({limit}), cannot tell a slow machine from a Kueue bug.{state}")
+            return Finding(self.name, "violated", f"{who} got quota only after {got - start:.2f}s",
+                           f"{who} {waited}; it got quota {took}, but {quiet} ({limit}).{state}")
+        observed = end - start
+        stuck = next((s for t in sorted(d["targets"]) if (s := _stuck(history, key, t, start))), None)
+        if stuck:
+            return Finding(self.name, "violated", f"{who} is stuck: got no quota ({observed:.2f}s, conclusive)",
+                           f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
+                           f"(t={start - t0:.3f}s). Conclusive before the bound of {self.bound:g}s: "
+                           f"{names.text(stuck)}.{state}")
+        if how == "stuck":
+            return Finding(self.name, "violated", f"{who} got no quota: {stall.cycles} cycles, nothing moved for "
+                           f"{stall.seconds:.2f}s",
+                           f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
+                           f"(t={start - t0:.3f}s): {quiet} ({limit}).{state}")
+        if how == "idle":
+            return Finding(self.name, "violated", f"{who} got no quota in {observed:.2f}s",
+                           f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
+                           f"(t={start - t0:.3f}s): {quiet}, on a run of normal pace ({limit}).{state}")
+        if how == "too slow":
+            return Finding(self.name, "error", f"too slow to judge: {who} got no quota in {observed:.2f}s",
+                           f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since}: {quiet}; "
+                           f"time alone, on a run far slower than an idle one ({limit}), cannot tell a slow machine "
+                           f"from a Kueue bug.{state}")
+        return Finding(self.name, "inconclusive", f"{who}: still moving, no quota yet",
+                       f"{who} had no quota yet {observed:.2f}s after {since}, but something moved toward it "
+                       f"{stall.seconds:.2f}s or less before the end ({limit}).{state}")
+
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
         """Whether `check` already has its answer (every subject held or violated): the case may stop
         observing now."""
         found = self.check(history, objects, names)
-        return bool(found) and all(f.result in ("held", "violated") for f in found)
+        return bool(found) and all(f.result in ("held", "violated") or progress.too_slow(f) for f in found)
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         history = within_case(history)  # what the live verdict saw: clean-up after it is not judged
@@ -192,6 +260,7 @@ class Liveness:
         end = observed_until(history)  # as far as the live verdict had seen (base.within_case)
         t0 = case_t0(history)
         final = {checks.workload_key(w): w for w in objects.get("workloads") or []}
+        run_pace = progress.pace(history)
         out = list(cannot)
         for key, d in found.items():
             name = key.partition("/")[2]
@@ -206,45 +275,6 @@ class Liveness:
                 continue
             if not quota_at and final_obj is not None and conditions_of(final_obj).get("QuotaReserved") == "True":
                 quota_at = [end]
-            later = [t for t in lifts if t >= d["first"]]
-            start = max(later) if later else d["first"]
-            since = "the last fault was lifted" if later else {
-                "preempting": "its first preemption", "named": "its Job was created"}.get(d["why"], "it was first seen")
-            who = names.wl(name)
-            targets = ", ".join(names.wl(t.split('/')[-1]) for t in sorted(d["targets"]))
-            waited = f"preempted {targets}" if targets else "waited for quota"
-            if quota_at and quota_at[0] <= start + self.bound:
-                took = (f"{quota_at[0] - start:.2f}s after {since}" if quota_at[0] >= start else
-                        f"{quota_at[0] - d['first']:.2f}s after it started waiting, before the last fault was lifted")
-                out.append(Finding(self.name, "held", f"{who} got quota",
-                                   f"{who} {waited} and got quota at t={quota_at[0] - t0:.3f}s, {took} "
-                                   f"(bound {self.bound:g}s)."))
-                continue
-            state = ""
-            if final_obj is not None:
-                state = f" Final state: {who} {cond_text(final_obj)}"
-                for t in sorted(d["targets"]):
-                    if t in final:
-                        state += f"; {names.wl(t.split('/')[-1])} {cond_text(final[t])}"
-                state += "."
-            observed = end - start
-            stuck = None if quota_at else next(
-                (s for t in sorted(d["targets"]) if (s := _stuck(history, key, t, start))), None)
-            if quota_at:
-                out.append(Finding(self.name, "violated", f"{who} got quota only after {quota_at[0] - start:.2f}s",
-                                   f"{who} {waited}; it got quota {quota_at[0] - start:.2f}s after {since} "
-                                   f"(t={start - t0:.3f}s), more than the bound of {self.bound:g}s.{state}"))
-            elif stuck:
-                out.append(Finding(self.name, "violated", f"{who} is stuck: got no quota ({observed:.2f}s, conclusive)",
-                                   f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
-                                   f"(t={start - t0:.3f}s). Conclusive before the bound of {self.bound:g}s: "
-                                   f"{names.text(stuck)}.{state}"))
-            elif observed >= self.bound:
-                out.append(Finding(self.name, "violated", f"{who} got no quota in {observed:.2f}s",
-                                   f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
-                                   f"(t={start - t0:.3f}s; bound {self.bound:g}s).{state}"))
-            else:
-                out.append(Finding(self.name, "inconclusive", f"{who}: history too short",
-                                   f"{who} had no quota yet, but the history ends {observed:.2f}s after {since}, "
-                                   f"before the bound of {self.bound:g}s.{state}"))
+            out.append(self._judge(history, key, d, quota_at[0] if quota_at else None, lifts, end, t0, final,
+                                   run_pace, names))
         return out

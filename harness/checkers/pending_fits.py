@@ -20,20 +20,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from harness.checkers import subjects
+from harness.checkers import progress, subjects
 from harness.checkers.base import (
     Finding,
     History,
     Objects,
     conditions_of,
-    fault_lifts,
     observed_until,
     register,
     within_case,
 )
 from harness.checkers.bounds import LIVENESS_BOUND
 from harness.checkers.model import quota as checks
-from harness.history.names import Names
+from harness.history.names import Names, case_t0
 
 
 def _requests(wl: Mapping[str, Any]) -> dict[str, int]:
@@ -113,11 +112,16 @@ def fitting_pending(objects: Objects) -> list[tuple[str, str, str]]:
 
 @register
 class PendingFitsAdmitted:
-    """No pending Workload that fits (module docstring) waits longer than `bound` seconds after the last change
-    in the case (a Workload of it seen, reserved, released, evicted or deleted; a fault lifted). Violated when
-    one does; inconclusive when the case ended sooner; held when none fits."""
+    """No pending Workload that fits (module docstring) waits while nothing in the case moves (a progress step:
+    harness/checkers/progress.py — a Workload seen, reserved, released, evicted or deleted, a write of Kueue's
+    taking effect, a fault lifted, a plan step done) for longer than `bound` seconds counted in the run's pace.
+    Violated when one does and Kueue ran its scheduling cycles meanwhile (a loop), or did nothing on a run of
+    normal pace; `error` ("too slow to judge") when only time says so on a run far slower than an idle one;
+    inconclusive while something still moves; held when none fits."""
 
     name: ClassVar[str] = "pending_fits_admitted"
+    #: Its bound is counted in the run's pace (harness/checkers/progress.py): observe may wait up to GIVE_UP more.
+    paced: ClassVar[bool] = True
     kind: ClassVar[str] = "invariant"
     needs_monitor: ClassVar[bool] = True
 
@@ -125,7 +129,7 @@ class PendingFitsAdmitted:
         self.bound = float(bound)
 
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
-        """Whether `check` has its answer now: no fitting pending Workload is still within the bound (a case
+        """Whether `check` has its answer now: no fitting pending Workload is still moving (a case
         observes until each one was admitted, or waited out the bound). "No Workload fits" decides at once,
         so a case waits, before observing, until the state it judges exists (kubernetes-sigs/kueue#10901's
         case: until Kueue saw the victim's quota released)."""
@@ -143,20 +147,26 @@ class PendingFitsAdmitted:
             return [Finding(self.name, "held", "no pending Workload fits",
                             f"No pending Workload fits in its ClusterQueue's free nominal quota at the verdict "
                             f"({n} Workload(s) without quota).")]
-        changes = [e["ts"] for e in history if e.get("source") == "monitor" and str(e.get("event", "")).startswith(
-            ("workload_", "object_"))] + fault_lifts(history)
         end = observed_until(history)
-        since = max(changes, default=min((e["ts"] for e in history), default=end))
-        quiet = end - since
+        stall = progress.quiet_until(history, end)
+        run_pace = progress.pace(history)
+        how = progress.judge_stall(stall, self.bound, run_pace)
+        t0 = case_t0(history)
+        quiet = names.text(stall.text(t0))
+        limit = f"bound {self.bound:g}s at an idle pace; this run's pace: {run_pace.text()}"
         out = []
         for key, cq, flavor in fits:
             who = names.wl(key.partition("/")[2])
-            if quiet >= self.bound:
+            fits_text = f"{who} waits without quota although {names.text(cq)} has the nominal quota it asks for free " \
+                        f"in flavor {flavor}"
+            if how in ("stuck", "idle"):
                 out.append(Finding(self.name, "violated", f"{who} fits but is not admitted",
-                                   f"{who} waits without quota although {names.text(cq)} has the nominal quota it asks for "
-                                   f"free in flavor {flavor}, and nothing changed for {quiet:.2f}s (bound {self.bound:g}s)."))
+                                   f"{fits_text}, and {quiet} ({limit})."))
+            elif how == "too slow":
+                out.append(Finding(self.name, "error", f"too slow to judge: {who} fits, not admitted",
+                                   f"{fits_text}; {quiet}: time alone, on a run far slower than an idle one "
+                                   f"({limit}), cannot tell a slow machine from a Kueue bug."))
             else:
                 out.append(Finding(self.name, "inconclusive", f"{who} fits, not admitted yet",
-                                   f"{who} waits without quota although {names.text(cq)} has room in flavor {flavor}; the "
-                                   f"last change was only {quiet:.2f}s before the end (bound {self.bound:g}s)."))
+                                   f"{fits_text}; something moved only {stall.seconds:.2f}s before the end ({limit})."))
         return out

@@ -5,8 +5,9 @@ re-evaluates on every Pod and Workload event: harness/checkers/model/lifecycle.p
 judged when they include Pods. Not applicable when the case has no Pods (Pods run only with kube-scheduler
 and kwok).
 
-With `persist` (seconds) only a violation that lasted at least that long, or that still holds at the verdict
-(reaches the final state), counts; a shorter one is reported, not bearing. One the monitor saw start but not
+With `persist` (seconds at an idle machine's pace; counted in the run's own pace, harness/checkers/progress.py, and
+without the time a Pod of the case was stopping) only a violation that lasted at least that long, or that still
+holds at the verdict (reaches the final state), counts; a shorter one is reported, not bearing. One the monitor saw start but not
 end, while the objects read at the verdict (Pods included) are within quota, ended by the verdict: it lasted
 at most until the last event of the case. Kubernetes' garbage collector
 deletes an evicted or deleted Job's Pods one by one a second or two after Kueue released the quota
@@ -19,6 +20,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
+from harness.checkers import progress
 from harness.checkers.base import Finding, History, Objects, register, within_case
 from harness.checkers.model import lifecycle
 from harness.history.names import Names, case_t0
@@ -55,7 +57,8 @@ class RunningPodsWithinQuota:
             return True
         history = within_case(history)
         now = time.time()
-        return not any(_cleared(history, e) is None and now - float(e["ts"]) < self.persist
+        persist = self.persist * progress.pace(history).factor
+        return not any(_cleared(history, e) is None and now - float(e["ts"]) < persist
                        for e in history if e.get("source") == "monitor" and e.get("event") == "pods_over_quota_started")
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
@@ -72,6 +75,8 @@ class RunningPodsWithinQuota:
         over_at_end = {(f.cluster_queue, f.resource) for f in final}
         end = max((float(x["ts"]) for x in history if isinstance(x.get("ts"), (int, float))), default=None)
         out = []
+        run_pace = progress.pace(history)
+        persist = self.persist * run_pace.factor if self.persist is not None else None
         for e in started:
             cleared = _cleared(history, e)
             lasted = f"for {cleared['ts'] - e['ts']:.2f}s" if cleared else "until the end of the case"
@@ -81,11 +86,19 @@ class RunningPodsWithinQuota:
                 # verdict, read as "until the end of the case" in a 2026-12-06 exploration of #12820's control).
                 cleared = {"ts": end}
                 lasted = f"for at most {end - e['ts']:.2f}s (within quota in the objects read at the verdict)"
-            if self.persist is not None and cleared is not None and cleared["ts"] - e["ts"] < self.persist:
-                out.append(Finding(self.name, "held", f"transient: running Pods over quota {lasted}",
-                                   f"From t={e['ts'] - t0:.3f}s {lasted} (< {self.persist:g}s, not counted): "
-                                   f"{names.text(str(e.get('finding')))}.", bearing=False))
-                continue
+            if persist is not None and cleared is not None:
+                # Counted in the run's pace, and without the time a Pod of the case was stopping (kubelet's or
+                # kwok's step, not Kueue's): the garbage collector's deletions a second after a release.
+                waits = progress.external_waits(history, cleared["ts"])
+                counted = progress.outside(e["ts"], cleared["ts"], waits)
+                if counted < persist:
+                    stopping = f", {cleared['ts'] - e['ts'] - counted:.2f}s of it while a Pod was stopping" \
+                        if counted < cleared["ts"] - e["ts"] - 1e-6 else ""
+                    out.append(Finding(self.name, "held", f"transient: running Pods over quota {lasted}",
+                                       f"From t={e['ts'] - t0:.3f}s {lasted}{stopping} (< {self.persist:g}s × the run's "
+                                       f"pace factor {run_pace.factor:.1f}, not counted): "
+                                       f"{names.text(str(e.get('finding')))}.", bearing=False))
+                    continue
             out.append(Finding(self.name, "violated",
                                f"running Pods over quota in {names.text(str(e.get('cluster_queue')))}",
                                f"From t={e['ts'] - t0:.3f}s {lasted}: {names.text(str(e.get('finding')))}."))

@@ -47,13 +47,18 @@ class History:
         ("ns/name") or any hold, rule or flow error since the case started, and Kueue's milestone log
         lines (parsed JSON lines) about those Workloads; sorted by time. Writes nothing."""
         merged = list(self.events)
+        namespaces = {k.partition("/")[0] for k in workload_keys}
+        job_flows: set[Any] = set()  # Kueue's writes to the case's Jobs (suspend, resume): progress steps
         for e in proxy_events:
             if e.get("ts", 0) < self.started:
                 continue
             key = f"{e.get('namespace')}/{e.get('name')}"
             w = e.get("write") if isinstance(e.get("write"), dict) else {}
             wkey = f"{w.get('namespace')}/{w.get('name')}" if w else None
-            if e["event"] in PROXY_CASE_EVENTS or key in workload_keys or wkey in workload_keys:
+            if w.get("kind") == "Job" and w.get("namespace") in namespaces and e["event"] == "request":
+                job_flows.add(e.get("flow"))
+            if e["event"] in PROXY_CASE_EVENTS or key in workload_keys or wkey in workload_keys or (
+                    e.get("flow") in job_flows and e["event"] in ("request", "response")):
                 merged.append(e)
         for line in log_lines:
             ts = kueue_log.parse_ts(line.get("ts")) or 0.0

@@ -36,6 +36,12 @@ def repeat_key(e: Mapping[str, Any]) -> tuple[str, ...]:
     return (str(e.get("msg")),) + tuple(objs)
 
 
+def _cycle(e: Mapping[str, Any]) -> int | None:
+    """A `log` event's schedulingCycle (Kueue's scheduler numbers each cycle's lines), or None."""
+    n = (e.get("fields") or {}).get("schedulingCycle") if isinstance(e.get("fields"), Mapping) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
 def _is_log(e: Mapping[str, Any]) -> bool:
     return e.get("source") == "kueue" and e.get("event") == "log"
 
@@ -44,7 +50,8 @@ def summarize(history: Sequence[Mapping[str, Any]], keep: int = KEEP) -> list[di
     """`history` (sorted by time) with each message about the same Workloads kept as `log` events for its
     first `keep` lines only (`keep` >= 1); the later ones become one `log_repeated` event at the time of the
     first line it stands for, with `msg`, `fields` (of that line), `count` (lines), `first` and `last`
-    (epoch seconds) and `offsets_us` (each line's time after `first`, integer microseconds). A message
+    (epoch seconds), `offsets_us` (each line's time after `first`, integer microseconds) and, when the lines carry
+    one, `cycles` (each line's `schedulingCycle`, so Kueue's cycles are counted as in the full history). A message
     with at most `keep` + 1 lines is kept whole. Other events are unchanged; the result is sorted by time.
     Raises ValueError for `keep` < 1."""
     if keep < 1:
@@ -59,10 +66,14 @@ def summarize(history: Sequence[Mapping[str, Any]], keep: int = KEEP) -> list[di
     for rest in cut.values():
         first = rest[0]
         t0 = float(first["ts"])
-        out.append({"ts": t0, "source": "kueue", "event": "log_repeated", "msg": first.get("msg"),
-                    "fields": first.get("fields") or {}, "count": len(rest), "first": t0,
-                    "last": float(rest[-1]["ts"]),
-                    "offsets_us": [round((float(e["ts"]) - t0) * 1e6) for e in rest]})
+        rep = {"ts": t0, "source": "kueue", "event": "log_repeated", "msg": first.get("msg"),
+               "fields": first.get("fields") or {}, "count": len(rest), "first": t0,
+               "last": float(rest[-1]["ts"]),
+               "offsets_us": [round((float(e["ts"]) - t0) * 1e6) for e in rest]}
+        cycles = [_cycle(e) for e in rest]
+        if any(c is not None for c in cycles):
+            rep["cycles"] = cycles  # each line's schedulingCycle: the checkers count Kueue's cycles (progress.py)
+        out.append(rep)
     out.sort(key=lambda e: e["ts"])
     return out
 
@@ -84,8 +95,10 @@ def expand(history: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         if not isinstance(offsets, list) or not all(isinstance(o, int) for o in offsets):
             count = e.get("count")
             offsets = [0] * (count if isinstance(count, int) and 0 < count <= 1_000_000 else 1)
-        for o in offsets:
-            out.append({"ts": t0 + o / 1e6, "source": "kueue", "event": "log", "msg": e.get("msg"),
-                        "fields": e.get("fields") or {}})
+        fields = e.get("fields") if isinstance(e.get("fields"), Mapping) else {}
+        cycles = e.get("cycles") if isinstance(e.get("cycles"), list) and len(e["cycles"]) == len(offsets) else None
+        for i, o in enumerate(offsets):
+            f = fields if cycles is None or cycles[i] is None else {**fields, "schedulingCycle": cycles[i]}
+            out.append({"ts": t0 + o / 1e6, "source": "kueue", "event": "log", "msg": e.get("msg"), "fields": f})
     out.sort(key=lambda x: x["ts"])
     return out

@@ -19,9 +19,12 @@ PREEMPTION_WAITING = "Preemption already issued, waiting for observation"
 PREEMPTION_ONGOING = "Preemption ongoing"
 PREEMPTED = "Preempted"
 ADMITTED = "Workload successfully admitted and assigned flavors"
+#: V(2), once per Workload a scheduling cycle considers, with its `schedulingCycle` (pkg/scheduler/scheduler.go):
+#: how the checkers count Kueue's cycles while nothing moves (harness/checkers/progress.py).
+ATTEMPTING = "Attempting to schedule workload"
 
 #: Messages worth a place in a case's history (milestones of the race).
-MILESTONES = (PREEMPTION_WAITING, PREEMPTION_ONGOING, PREEMPTED, ADMITTED,
+MILESTONES = (PREEMPTION_WAITING, PREEMPTION_ONGOING, PREEMPTED, ADMITTED, ATTEMPTING,
               "Could not admit Workload and assign flavors in apiserver", "Workload re-queued",
               "Handling a job with evicted condition")
 

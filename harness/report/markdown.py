@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from harness.checkers import Finding
+from harness.checkers import Finding, progress
+from harness.checkers.base import within_case
 from harness.checkers.bounds import LIVENESS_BOUND
 from harness.history.names import Names
 from harness.history.names import case_t0 as _t0
@@ -149,6 +150,16 @@ def _kueue_config_rows(kc: Mapping[str, Any]) -> list[list[str]]:
     return [["Kueue configuration", cell]]
 
 
+def _pace_cell(history: Sequence[Mapping[str, Any]]) -> str:
+    """How fast the run's control plane moved (harness/checkers/progress.py pace), as the checkers judged it."""
+    p = progress.pace(within_case(history))
+    if not p.figures:
+        return "nothing to time"
+    slow = " — **far slower than idle**: a verdict resting on time alone is `error`" if p.slow else ""
+    return (", ".join(f"{k} {v:.3f}s (median of {p.samples[k]})" for k, v in p.figures.items())
+            + f"; {p.factor:.1f}× an idle run's{slow}")
+
+
 def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]], objects: Mapping[str, Any],
                   bound: float | None = None, notes: Sequence[str] = (),
                   recheck: bool = False, writes: Mapping[str, Mapping[str, Any]] | None = None,
@@ -212,6 +223,7 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         ["namespace", f"`{meta.get('namespace', names.ns)}`"],
         ["Workloads", "<br>".join(names.legend()) or "-"],
         ["started", f"{_utc(t0)}; the case ran {_num(meta.get('seconds')):.1f}s" if _num(meta.get("seconds")) else _utc(t0)],
+        ["pace of this run", _pace_cell(history)],
     ]
     hv = _map(meta.get("harness"))
     if hv:

@@ -224,7 +224,8 @@ class CaseContext:
     def observe(self, timeout: float | None = None, interval: float = 0.2) -> None:
         """Keep the case running until every declared invariant that can decide early has decided (e.g.
         liveness: the Workload got quota, or is conclusively stuck), or `timeout` seconds (default: the
-        largest declared bound plus one second). Never raises on timeout: the checkers then decide on what
+        largest declared bound, plus bounds.GIVE_UP for a checker that counts its bound in the run's own pace
+        (`paced`: harness/checkers/progress.py; it decides as soon as the evidence is in), plus one second). Never raises on timeout: the checkers then decide on what
         was seen. In a perturbed run (`plan_quiet` set: `--plan`, explore) it also ends once the run was quiet
         for OBSERVE_QUIET seconds (nothing reached the proxy, the plan holds nothing): the run's settle then
         observes SETTLE seconds more (harness/explore/plugin.py PerturbedRun.settle). Waiting for the whole
@@ -233,7 +234,10 @@ class CaseContext:
         if not checkers:
             return
         if timeout is None:
-            timeout = max([getattr(c, "bound", 0.0) for c in checkers] + [bounds.SETTLE]) + 1.0
+            # A checker that counts its bound in the run's pace (`paced`) may need up to GIVE_UP more on a slow run;
+            # one that decides only on a violation (quota) waits the SETTLE window.
+            timeout = max([getattr(c, "bound", 0.0) + (bounds.GIVE_UP if getattr(c, "paced", False) else 0.0)
+                           for c in checkers] + [bounds.SETTLE]) + 1.0
 
         def done() -> bool:
             if self.plan_quiet is not None and self.plan_quiet(OBSERVE_QUIET):

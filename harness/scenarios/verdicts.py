@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from harness.checkers import REGISTRY, Selection, compose
+from harness.checkers import REGISTRY, Selection, compose, progress
+from harness.checkers.base import within_case
 from harness.common.errors import HarnessError
 from harness.kueue import versions
 from harness.scenarios.case import AssumptionFailed, CaseContext, InvariantViolation
@@ -100,7 +101,7 @@ def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = 
     for e in history:
         seen[e["source"]] = max(seen.get(e["source"], e["ts"]), e["ts"])
     ctx.record("verdict", invariant=",".join(invariants) or "none", held=v.verdict == "passed", verdict=v.verdict,
-               reason=v.reason, kueue=ctx.kueue_state(), seen=seen)
+               reason=v.reason, kueue=ctx.kueue_state(), seen=seen, pace=progress.pace(within_case(history)).to_json())
     _dump_objects(ctx, objs)
     detail = "\n".join(f"  {f.check}: {f.result}: {f.evidence}" for f in v.findings
                        if f.result not in ("held", "not applicable") or not f.assumption)

@@ -23,7 +23,7 @@ def test_persist_counts_only_a_lasting_or_final_violation():
     assert results(judge(RunningPodsWithinQuota(), short)) == ["violated"]  # no bound: any window counts
     found = judge(RunningPodsWithinQuota(persist=2), short)
     assert [(f.result, f.bearing) for f in found] == [("held", False), ("held", True)]
-    assert "for 1.50s (< 2s, not counted)" in found[0].evidence
+    assert "for 1.50s (< 2s × the run's pace factor 1.0, not counted)" in found[0].evidence
     assert results(judge(RunningPodsWithinQuota(persist=2), long_)) == ["violated"]
     # Never cleared: it reaches the end of the case, whatever its length.
     assert results(judge(RunningPodsWithinQuota(persist=2), start(end=3.5) + over(3))) == ["violated"]

@@ -105,7 +105,7 @@ def test_finalize_merges_filters_and_orders(tmp_path: Path, clock: FakeClock) ->
                     {"name": "low", "namespace": "ns"}}),  # before the case
         json.dumps({"ts": _rfc3339(T0 + 2.5), "level": "info", "caller": "preemption.go:191",
                     "msg": kueue_log.PREEMPTION_WAITING, "workload": {"name": "high", "namespace": "ns"}}),
-        json.dumps({"ts": _rfc3339(T0 + 3.5), "msg": "Attempting to schedule workload",
+        json.dumps({"ts": _rfc3339(T0 + 3.5), "msg": "Scheduling cycle starts",
                     "workload": {"name": "high", "namespace": "ns"}}),  # not a milestone
         json.dumps({"ts": _rfc3339(T0 + 4.5), "msg": kueue_log.ADMITTED,
                     "workload": {"name": "other", "namespace": "ns"}}),  # not our workload

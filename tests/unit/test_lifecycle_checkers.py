@@ -406,7 +406,7 @@ def test_fitting_pending_workload_never_admitted_is_violated():
     assert fitting_pending(objs) == [(KEY, "cq", "rf")]
     h = start(30) + [ev(1, "monitor", "workload_seen", key=KEY, queue="lq", active=True)]
     (f,) = judge(PendingFitsAdmitted(bound=10), h, objs)
-    assert f.result == "violated" and "nothing changed for 29.00s" in f.evidence
+    assert f.result == "violated" and "nothing moved for 29.00s" in f.evidence
     assert results(judge(PendingFitsAdmitted(bound=10), start(30) + [ev(25, "monitor", "workload_seen", key=KEY,
                                                                         queue="lq", active=True)], objs)) == ["inconclusive"]
 

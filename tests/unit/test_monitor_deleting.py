@@ -71,9 +71,9 @@ def test_deletion_completes_decides_a_quiet_stuck_deletion_from_the_reads():
     h = [ev(0, "harness", "case_started", case="cases/t.py::t", namespace=NS),
          ev(1, "monitor", "object_deleting", kind="ClusterQueue", key="p-cq", finalizers=[FIN], deletion_timestamp="x")]
     h += [ev(1 + s, "monitor", "object_still_deleting", kind="ClusterQueue", key="p-cq", finalizers=[FIN],
-             seconds=float(s)) for s in range(1, 6)]
+             seconds=float(s)) for s in range(1, 7)]
     checker = DeletionCompletes(bound=5)
-    assert not checker.decided(h[:-1], {}, Names(h[:-1])), "4 s of reads: not yet"
+    assert not checker.decided(h[:-1], {}, Names(h[:-1])), "5 s of reads, nothing else moved: not yet"
     (f,) = checker.check(h, {}, Names(h))
     assert f.result == "violated" and "stuck Terminating" in f.summary and FIN in f.evidence
     assert checker.decided(h, {}, Names(h))
