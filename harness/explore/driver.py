@@ -120,6 +120,8 @@ class Explorer:
         self.runs: list[RunRecord] = []
         self.cands: dict[str, Candidate] = {}
         self.findings: dict[str, dict[str, Any]] = {}
+        #: Violations whose confirming runs never reproduced them (or found no time to run): not findings.
+        self.leads: list[dict[str, Any]] = []
         self.batches = 0
         self.tried = 0
         #: Perturbation ids handed out (next_items): a refill takes the next ones before the batch is recorded.
@@ -184,6 +186,7 @@ class Explorer:
                 "violations": sum(r.outcome == "violation" for r in real),
                 "distinct": len({f["key"] for f in self.findings.values()}),
                 "variants": sum(1 for f in self.findings.values() if f.get("variant_of")),
+                "leads": len(self.leads),
                 "pruned_blocked": self.pruned,
                 "noop_runs": len(noop), "false_positives": sum(r.outcome == "violation" for r in noop),
                 "noop_discarded": sum(r.outcome in ("discarded", "error") for r in noop)}
@@ -526,6 +529,10 @@ class Explorer:
         got = evaluate([cand.moves])
         moves, hits = cand.moves, (got or [0])[0]
         f["confirmed"] = f"{hits}/{n}" if got is not None else "not re-run (no time left)"
+        if got is None or hits == 0:
+            self._to_lead(f, cand, "no time left to re-run it" if got is None else f"0 of {n} confirming runs reproduced it")
+            self.minimize_spent += time.monotonic() - started
+            return
         known = {plan_key(cand.moves): (hits, n)} if got is not None else {}
         if got is not None and 0 < hits < n and len(cand.moves) < self.max_depth:
             # Reproduced only sometimes: one more move, on the writes of the violating run's race first.
@@ -552,6 +559,26 @@ class Explorer:
         path.write_text(plan_document(m.moves, f"explore-{path.stem}", f["minimal_words"], header=header))
         f["file"] = str(path)
         self.say(f"[explore] {key}: minimal plan ({len(m.moves)} move(s), reproduced {f['reproduced']}) -> {path}")
+
+    def _to_lead(self, f: dict[str, Any], cand: Candidate, why: str) -> None:
+        """A violation not confirmed is a lead, never a finding (issue "Judge progress, not the clock": a finding
+        saved with 0 of 5 confirmations): out of `findings`, into `leads` and leads/<id>.yaml with the plan that
+        violated once, to try again by hand (`pytest CASE --plan FILE --repeat=N`)."""
+        self.findings.pop(f["id"], None)
+        f["lead"] = why
+        path = self.out / "leads" / f"{re.sub(r'[^a-z0-9]+', '-', str(f.get('id') or f['key']).lower()).strip('-')}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while path.exists():  # a key that violated again later and again was not confirmed: keep every plan
+            n += 1
+            path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}.yaml")
+        header = "\n".join([f"A LEAD, NOT A FINDING: {f['key']} violated once, in run {f['first_run']}, and was not "
+                            f"confirmed ({why}).", f"Case: {cand.case}",
+                            f"Try it again: pytest {cand.case} --plan {path} --repeat=5"])
+        path.write_text(plan_document(cand.moves, f"explore-lead-{path.stem}", f["plan"], header=header))
+        f["file"] = str(path)
+        self.leads.append(f)
+        self.say(f"[explore] {f['key']} is a lead, not a finding: {why} -> {path}")
 
     # ---- the whole thing --------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -585,7 +612,7 @@ class Explorer:
         c = self.counts()
         result = {"cases": self.cases, "kueue": self.kueue_version or self.spec.wanted, "shard": list(self.shard),
                   "minutes": round(self.minutes(), 2), "counts": c, "queue_left": len(self.queue),
-                  "batches": self.batches, "findings": list(self.findings.values()),
+                  "batches": self.batches, "findings": list(self.findings.values()), "leads": list(self.leads),
                   "clusters": clusters(self.findings.values()),
                   "minimize_minutes": round(self.minimize_spent / 60.0, 2),
                   "runs": [r.__dict__ for r in self.runs],

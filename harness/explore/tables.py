@@ -14,7 +14,8 @@ from harness.common.errors import HarnessError
 
 def render_summary(result: dict[str, Any]) -> str:
     """The summary table (markdown) of one exploration or of a merge."""
-    c = result["counts"]
+    c = {k: 0 for k in ("tried", "discarded", "errors", "violations", "distinct", "noop_runs", "false_positives")}
+    c.update(result["counts"])  # an explore.json of an older harness may lack a count: 0, never a KeyError
     cases = ", ".join(x.split("::")[-1] for x in result["cases"])
     shard = result.get("shard") or [1, 1]
     dv = int(c.get("discarded_violating", 0))
@@ -36,6 +37,14 @@ def render_summary(result: dict[str, Any]) -> str:
                          f"{f.get('bundle') or '-'} |")
     else:
         lines.append("No violation found.")
+    leads = result.get("leads") or []
+    if leads:
+        lines += ["", f"Leads: {len(leads)} violation(s) seen once and not confirmed (not findings; each plan kept to "
+                  "try again by hand).", "", "| violation | seen in run | plan | why not a finding | plan file |",
+                  "|---|---|---|---|---|"]
+        for f in leads:
+            lines.append(f"| `{f.get('id') or f.get('key')}` | {f.get('first_run', '-')} | {f.get('plan', '-')} | "
+                         f"{f.get('lead', '-')} | {f.get('file', '-')} |")
     gone = [r for r in result.get("runs") or [] if r.get("violated")]
     if gone:
         lines += ["", (f"Discarded runs (the plan did not happen as written) that violated an invariant: {len(gone)}, "
@@ -100,10 +109,12 @@ def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
             if old is None or f["first_minutes"] < old["first_minutes"]:
                 findings[fid] = {**f, "shard": p.get("shard")}
     counts["distinct"] = len({f["key"] for f in findings.values()})
+    leads = [{**f, "shard": p.get("shard")} for p in parts for f in (p.get("leads") or []) if isinstance(f, dict)]
     result = {"cases": sorted({c for p in parts for c in p["cases"]}), "kueue": parts[0]["kueue"],
               "shard": [1, 1], "minutes": max(p["minutes"] for p in parts),
               "machine_minutes": round(sum(p["minutes"] for p in parts), 2), "counts": counts,
-              "findings": sorted(findings.values(), key=lambda f: f["key"]), "merged": [str(d) for d in dirs],
+              "findings": sorted(findings.values(), key=lambda f: f["key"]), "leads": leads,
+              "merged": [str(d) for d in dirs],
               "shards": [p.get("shard") for p in parts]}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

@@ -838,3 +838,44 @@ def test_explore_workers_default_and_bounds(tmp_path: Path, given, stream, wante
         command.cli(args(command.MAX_WORKERS + 1, True))
     with pytest.raises(HarnessError, match="cannot go with --no-stream"):
         command.cli(args(2, False))
+
+
+def test_a_violation_no_confirming_run_reproduces_is_a_lead_not_a_finding(tmp_path: Path) -> None:
+    """A finding saved with 0 of 5 confirmations ("reproduced not re-run (no time left)") was a guess: such a
+    violation is a lead, in its own list and table, its plan kept under leads/ to try again by hand."""
+
+    class Spec:
+        wanted = "v0.17.0"
+
+        def cli_args(self):
+            return []
+
+    stuck = {"check": "liveness", "result": "violated", "summary": "job2 got no quota in 16.00s"}
+    late = Move("hold", ADM1, (After(EVI1, "answered", 200),))
+    calls = {"n": 0}
+
+    def fake_batch(items, refill=None):
+        out = {}
+        for rid, cand, case in items:
+            calls["n"] += 1
+            res = {"events": late_admission_run(), "namespace": NS, "jobs": ["job1", "job2"], "findings": [],
+                   "verdict": "passed", "seconds": 1.0, "evidence": str(tmp_path), "bundle": ""}
+            if calls["n"] == 1:  # the first run only: a slow machine, say
+                res.update(verdict="reproduced", findings=[stuck])
+            out[rid] = res
+        (tmp_path / "explore.json").write_text(json.dumps(res))
+        return out
+
+    ex = driver.Explorer(["c"], Spec(), tmp_path, batch=1, noop_every=1000, max_runs=1, min_runs=3, say=lambda s: None)
+    ex.run_batch = fake_batch  # type: ignore[method-assign]
+    ex.noops = 1
+    ex.push(Candidate((late,), "c", "stale", meta={"until": 1.0}))
+    ex.search({"c": Trace.from_events(reference(), NS, ["job1", "job2"])})
+    assert ex.findings == {} and [f["key"] for f in ex.leads] == ["liveness:job2:never"]
+    assert ex.leads[0]["lead"] == "0 of 3 confirming runs reproduced it" and ex.counts()["leads"] == 1
+    assert "A LEAD, NOT A FINDING" in Path(ex.leads[0]["file"]).read_text()
+    from harness.explore.tables import render_summary
+
+    result = ex.write()
+    assert result["findings"] == [] and "Leads: 1 violation(s)" in render_summary(result)
+    assert "No violation found." in render_summary(result)
