@@ -141,6 +141,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             rel = os.path.relpath(bundle, Path.cwd()) if bundle else ""
             print(f"  {c['case'].split('::')[-1]:<40} {c['verdict']:<11} {c.get('expected', ''):<11} "
                   f"{c['seconds']:>7.1f}  {rel}")
+        left = [f"{c['case'].split('::')[-1]}: {x}" for c in data["cases"] for x in c.get("not_deleted") or []]
+        if left:
+            print(f"Not deleted from the cluster ({len(left)}; delete them by hand):")
+            for line in left:
+                print(f"  {line}")
         print(f"Evidence: {art}  (summary.json, junit.xml, env/ logs and proxy events; per case: report.md, "
               "history.jsonl, flows, logs and a .tar.gz to attach to a bug report)")
     if kept is not None:

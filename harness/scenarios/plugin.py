@@ -292,7 +292,12 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     # The objects are deleted before the history closes, so their deletion is in the record too.
     if not (ctx.dir / "objects.yaml").exists():
         _dump_objects(ctx)
-    _delete_case_objects(ctx)
+    not_deleted = _delete_case_objects(ctx)
+    if not_deleted:
+        # Listed in summary.json beside the case's verdict: a user's cluster is left as found, or told what stays.
+        entry = request.config.stash[_VERDICTS_KEY].get(request.node.nodeid)
+        if entry is not None:
+            entry["not_deleted"] = not_deleted
     _delete_case_nodes(ctx)
     ctx.record("case_finished")
     ctx.history.finalize(proxy.events() if proxy else [], kueue_env.kueue_log, ctx.workload_keys)
@@ -325,45 +330,79 @@ def _configure_kueue(item: pytest.Item, env: Any, ctx: CaseContext) -> None:
                              **({"if_known": res["if_known"]} if "if_known" in res else {})}
 
 
-def _delete_case_objects(ctx: CaseContext) -> None:
+#: Cluster-scoped Kueue kinds a case may make (named with its prefix), in the order teardown deletes them
+#: (AdmissionChecks after the ClusterQueues naming them).
+CASE_CLUSTER_KINDS = (("ClusterQueue", "clusterqueues"), ("ResourceFlavor", "resourceflavors"),
+                      ("WorkloadPriorityClass", "workloadpriorityclasses"), ("Cohort", "cohorts"),
+                      ("AdmissionCheck", "admissionchecks"), ("ProvisioningRequestConfig", "provisioningrequestconfigs"),
+                      ("Topology", "topologies"))
+
+
+def _delete_case_objects(ctx: CaseContext) -> list[str]:
     """Delete the case's namespace (its Jobs and Workloads) and its cluster-scoped Kueue objects, once the
     objects the verdict was judged on are in objects.yaml and before the history closes (so the deletion
     is recorded): a wedged ClusterQueue left behind keeps Kueue's scheduler logging "Preemption already
-    issued" every few milliseconds for the rest of the session. Best effort."""
+    issued" every few milliseconds for the rest of the session; on a user's own cluster (`--target kubeconfig`)
+    nothing of the case may stay behind. Each object on its own: a 404 (gone already) is success, and one
+    failure never skips the rest; what could not be deleted is recorded (`case_objects_deleted`'s
+    `not_deleted`, with the error) and the session summary lists it."""
     from kubernetes.client.exceptions import ApiException
 
     c = ctx.cluster
-    try:
-        for job in c.batch.list_namespaced_job(ctx.ns).items:
-            c.batch.delete_namespaced_job(job.metadata.name, ctx.ns, propagation_policy="Background")
-        for wl in c.list("Workload", ctx.ns):
-            c.custom.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ctx.ns, "workloads",
-                                                     wl["metadata"]["name"])
-        c.core.delete_namespace(ctx.ns)
-        wedged = []
-        for kind, plural in (("ClusterQueue", "clusterqueues"), ("ResourceFlavor", "resourceflavors"),
-                             ("WorkloadPriorityClass", "workloadpriorityclasses"), ("Cohort", "cohorts"),
-                             ("AdmissionCheck", "admissionchecks"),  # after the ClusterQueues naming them
-                             ("ProvisioningRequestConfig", "provisioningrequestconfigs"), ("Topology", "topologies")):
-            try:
-                objs = [o for o in c.list(kind) if o["metadata"]["name"].startswith(ctx.prefix)]
-            except ApiException as e:
-                if e.status == 404:  # a Kueue without this kind
-                    continue
-                raise
-            for obj in objs:
-                name = obj["metadata"]["name"]
-                if obj["metadata"].get("deletionTimestamp") and obj["metadata"].get("finalizers"):
-                    # Already Terminating before teardown: wedged by the case (kueue#10759's ClusterQueue).
-                    # Its finalizers go, or such objects pile up for the rest of the session.
-                    c.custom.patch_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, name,
-                                                         {"metadata": {"finalizers": None}})
+    failed: list[str] = []
+
+    def attempt(what: str, call: Any) -> bool:
+        try:
+            call()
+            return True
+        except ApiException as e:
+            if e.status == 404:
+                return True
+            failed.append(f"{what}: {e.status} {e.reason}")
+        except Exception as e:  # noqa: BLE001 - clean-up goes on with the rest whatever one object does
+            failed.append(f"{what}: {type(e).__name__}: {e}")
+        return False
+
+    jobs: list[Any] = []
+    attempt(f"Jobs of {ctx.ns}", lambda: jobs.extend(c.batch.list_namespaced_job(ctx.ns).items))
+    for job in jobs:
+        attempt(f"Job {ctx.ns}/{job.metadata.name}", lambda job=job: c.batch.delete_namespaced_job(
+            job.metadata.name, ctx.ns, propagation_policy="Background"))
+    wls: list[Any] = []
+    attempt(f"Workloads of {ctx.ns}", lambda: wls.extend(c.list("Workload", ctx.ns)))
+    for wl in wls:
+        name = wl["metadata"]["name"]
+        attempt(f"Workload {ctx.ns}/{name}", lambda name=name: c.custom.delete_namespaced_custom_object(
+            "kueue.x-k8s.io", "v1beta2", ctx.ns, "workloads", name))
+    attempt(f"Namespace {ctx.ns}", lambda: c.core.delete_namespace(ctx.ns))
+    wedged = []
+    for kind, plural in CASE_CLUSTER_KINDS:
+        objs: list[Any] = []
+        try:
+            objs = [o for o in c.list(kind) if o["metadata"]["name"].startswith(ctx.prefix)]
+        except ApiException as e:
+            if e.status != 404:  # 404: a Kueue without this kind
+                failed.append(f"{kind} list: {e.status} {e.reason}")
+            continue
+        except Exception as e:  # noqa: BLE001 - as above
+            failed.append(f"{kind} list: {type(e).__name__}: {e}")
+            continue
+        for obj in objs:
+            name = obj["metadata"]["name"]
+            if obj["metadata"].get("deletionTimestamp") and obj["metadata"].get("finalizers"):
+                # Already Terminating before teardown: wedged by the case (kueue#10759's ClusterQueue).
+                # Its finalizers go, or such objects pile up for the rest of the session.
+                if attempt(f"{kind}/{name} finalizers", lambda plural=plural, name=name: c.custom.patch_cluster_custom_object(
+                        "kueue.x-k8s.io", "v1beta2", plural, name, {"metadata": {"finalizers": None}})):
                     wedged.append(f"{kind}/{name}")
-                    continue
-                c.custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural, name)
+                continue
+            attempt(f"{kind}/{name}", lambda plural=plural, name=name: c.custom.delete_cluster_custom_object(
+                "kueue.x-k8s.io", "v1beta2", plural, name))
+    if failed:
+        ctx.record("case_objects_not_deleted", error="; ".join(failed)[:2000], not_deleted=failed)
+    else:
         ctx.record("case_objects_deleted", namespace=ctx.ns, **({"finalizers_removed": wedged} if wedged else {}))
-    except ApiException as e:
-        ctx.record("case_objects_not_deleted", error=f"{e.status} {e.reason}")
+    return failed
 
 
 def _delete_case_nodes(ctx: CaseContext, timeout: float = 10.0) -> None:
