@@ -205,7 +205,6 @@ class InClusterEnvironment(InClusterKueueConfig):
         host = f"[{server_host}]" if ":" in server_host else server_host
         kubeconfig = render_kubeconfig(f"https://{host}:{port}", self.proxy.ca_file.read_bytes())
         (self.artifacts / "kueue-kubeconfig.yaml").write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
-        self._save_config()
 
         # The first request through the proxy can only come from the routed Kueue: the harness itself
         # never uses the proxy, and the Pods before this rollout talk to kube-apiserver directly.
@@ -219,6 +218,7 @@ class InClusterEnvironment(InClusterKueueConfig):
         self.say(f"routed {r.namespace}/{r.deployment} through the proxy at https://{host}:{port} "
                  f"(listening on {listen_host}); waiting for the rollout")
         r.wait_rollout(rollout_timeout)
+        self._save_config()  # what the routed Kueue runs with (leader election off: routing.ANN_ORIGINAL_CONFIG)
         self._attach()
         self.started["rollout_seconds"] = time.monotonic() - t
         try:
@@ -541,9 +541,17 @@ class InClusterEnvironment(InClusterKueueConfig):
                 fn()
             except Exception as e:  # noqa: BLE001 - reported at the end (raised), after every cleanup ran
                 errors.append(f"{type(e).__name__}: {e}")
+        from harness.env.runs import forget_secrets, runs_root
+
+        ours = self.state.resolve().parent == runs_root().resolve()
+        if ours:
+            forget_secrets(self.state)  # a kind cluster's admin key never outlives the run
         if errors:
-            raise HarnessError("; ".join(errors) + " — undo by hand with `python -m harness.env.incluster undo "
-                               f"--kubeconfig {self.admin_kubeconfig}` if the cluster is kept")
+            given = "" if ours and self.admin_kubeconfig.resolve().parent == self.state.resolve() else \
+                f" --kubeconfig {self.admin_kubeconfig}"
+            raise HarnessError("; ".join(errors) + " — undo by hand with `python -m harness.env.incluster undo"
+                               f"{given or ' --kubeconfig KUBECONFIG'}` if the cluster is kept (`kind get kubeconfig "
+                               "--name NAME > KUBECONFIG` gives a kind cluster's)")
 
 
 def default_kubeconfig() -> Path:

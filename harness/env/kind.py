@@ -405,6 +405,9 @@ def start(
         )
     except BaseException:
         _cleanup_all(cleanups, say)
+        from harness.env.runs import forget_secrets
+
+        forget_secrets(state)  # a failed start never leaves the cluster's admin key behind
         raise
     env.cleanups.extend(cleanups)  # run by env.stop(), after the routing is undone
     env.started.update(timings)

@@ -561,11 +561,9 @@ class LocalEnvironment(KueueProcess):
             self._api.close()
             self._api = None
         self.procs.stop_all()
-        # Keys, tokens, kubeconfigs and etcd's data go; only the (secret-free) process record stays, for
-        # the next start's reap_stale(), which then removes the folder.
-        for child in self.state.iterdir():
-            if child.name != "processes.json":
-                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+        from harness.env.runs import forget_secrets
+
+        forget_secrets(self.state)
 
 
 def _damage_note(binary: str) -> str:

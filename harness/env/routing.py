@@ -80,6 +80,17 @@ ANN_ORIGINAL_ARGS = "kueue-harness/original-args"
 ANN_ORIGINAL_PLACEMENT = "kueue-harness/original-placement"
 
 
+#: The Deployment's own `strategy` before routing (JSON), restored by the undo: the routed Kueue rolls out with
+#: Recreate (its leader election is off, so two Kueue Pods must never run side by side).
+ANN_ORIGINAL_STRATEGY = "kueue-harness/original-strategy"
+
+
+#: On ConfigMap kueue-manager-config: Kueue's Configuration as installed (the text), restored by the undo. The
+#: routed Kueue runs with leaderElection.leaderElect false: with one kubeconfig for all its traffic, its Lease
+#: renewals went through the fault proxy, timed out at load 25-31 and Kueue exited ("leader election lost").
+ANN_ORIGINAL_CONFIG = "kueue-harness/original-config"
+
+
 #: The label kube-scheduler's hostname topology uses; Kueue's routed Pod stays on the Node it ran on.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -171,6 +182,31 @@ def original_args(deployment: dict[str, Any], container: str = KUEUE_CONTAINER) 
     return list(args) if args is not None else None
 
 
+def original_strategy(deployment: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment's `strategy` before routing: from ANN_ORIGINAL_STRATEGY when routed already, else as it is
+    ({} when it sets none: the API server's default, RollingUpdate)."""
+    ann = (deployment["metadata"].get("annotations") or {}).get(ANN_ORIGINAL_STRATEGY)
+    if ann is not None:
+        return json.loads(ann)
+    return dict((deployment.get("spec") or {}).get("strategy") or {})
+
+
+def routed_config(text: str) -> str | None:
+    """Kueue's Configuration `text` with leaderElection.leaderElect false, or None when it already is (or the
+    text is not a mapping: left alone). Why: ANN_ORIGINAL_CONFIG."""
+    try:
+        cfg = yaml.safe_load(text) if text.strip() else {}
+    except yaml.YAMLError:
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    le = cfg.get("leaderElection") if isinstance(cfg.get("leaderElection"), dict) else {}
+    if le.get("leaderElect") is False:
+        return None
+    cfg["leaderElection"] = {**le, "leaderElect": False}
+    return yaml.safe_dump(cfg, sort_keys=False)
+
+
 def original_placement(deployment: dict[str, Any]) -> dict[str, Any]:
     """The Pod template's `tolerations` and `nodeSelector` before routing: from ANN_ORIGINAL_PLACEMENT when
     the Deployment is routed already, else as the template has them now (each None when absent)."""
@@ -198,9 +234,11 @@ def routed_placement(original: dict[str, Any], node: str | None) -> dict[str, An
 
 def render_deployment_patch(original: list[str] | None, run_id: str,
                             container: str = KUEUE_CONTAINER,
-                            placement: tuple[dict[str, Any], str | None] | None = None) -> dict[str, Any]:
+                            placement: tuple[dict[str, Any], str | None] | None = None,
+                            strategy: dict[str, Any] | None = None) -> dict[str, Any]:
     """Strategic-merge patch that routes Kueue: mount the Secret, pass --kubeconfig and --zap-log-level;
-    with `placement` (the template's original placement, the Node Kueue runs on) also `routed_placement`.
+    with `placement` (the template's original placement, the Node Kueue runs on) also `routed_placement`;
+    with `strategy` (the Deployment's original one) the Recreate strategy (ANN_ORIGINAL_STRATEGY).
 
     Volumes merge by `name` and volumeMounts by `mountPath`, so applying it twice adds nothing twice;
     tolerations (no merge key) are replaced by the original ones plus ours.
@@ -217,17 +255,22 @@ def render_deployment_patch(original: list[str] | None, run_id: str,
     if placement is not None:
         spec.update(routed_placement(*placement))
         annotations[ANN_ORIGINAL_PLACEMENT] = json.dumps(placement[0])
-    return {
+    out: dict[str, Any] = {
         "metadata": {"annotations": annotations},
         "spec": {"template": {"metadata": {"annotations": {ANN_RUN: run_id}}, "spec": spec}},
     }
+    if strategy is not None:
+        annotations[ANN_ORIGINAL_STRATEGY] = json.dumps(strategy)
+        out["spec"]["strategy"] = {"type": "Recreate", "rollingUpdate": None}
+    return out
 
 
 def render_undo_patch(original: list[str] | None, container: str = KUEUE_CONTAINER,
-                      placement: dict[str, Any] | None = None) -> dict[str, Any]:
+                      placement: dict[str, Any] | None = None, strategy: dict[str, Any] | None = None) -> dict[str, Any]:
     """Strategic-merge patch that reverts `render_deployment_patch`: original args back (or none), our
     volume and mount deleted, our annotations removed; with `placement` (original_placement) the original
-    tolerations back (None deletes them) and the hostname key of the nodeSelector as it was."""
+    tolerations back (None deletes them) and the hostname key of the nodeSelector as it was; with `strategy`
+    (ANN_ORIGINAL_STRATEGY) the Deployment's own strategy back."""
     spec: dict[str, Any] = {
         "containers": [{
             "name": container,
@@ -239,10 +282,15 @@ def render_undo_patch(original: list[str] | None, container: str = KUEUE_CONTAIN
     if placement is not None:
         spec["tolerations"] = placement.get("tolerations")
         spec["nodeSelector"] = {HOSTNAME_LABEL: (placement.get("nodeSelector") or {}).get(HOSTNAME_LABEL)}
-    return {
-        "metadata": {"annotations": {ANN_ROUTED_BY: None, ANN_ORIGINAL_ARGS: None, ANN_ORIGINAL_PLACEMENT: None}},
+    out: dict[str, Any] = {
+        "metadata": {"annotations": {ANN_ROUTED_BY: None, ANN_ORIGINAL_ARGS: None, ANN_ORIGINAL_PLACEMENT: None,
+                                     ANN_ORIGINAL_STRATEGY: None}},
         "spec": {"template": {"metadata": {"annotations": {ANN_RUN: None}}, "spec": spec}},
     }
+    if strategy is not None:
+        out["spec"]["strategy"] = {"type": strategy.get("type") or "RollingUpdate",
+                                   "rollingUpdate": strategy.get("rollingUpdate")}
+    return out
 
 
 def rollout_status(deployment: dict[str, Any]) -> tuple[bool, str]:
@@ -415,11 +463,53 @@ class KueueRouting:
                 raise
             self.core.replace_namespaced_secret(SECRET_NAME, self.namespace, secret)
         placement = (original_placement(dep), self._running_node())
+        self.route_config()
         patched = self.apps.patch_namespaced_deployment(
-            self.deployment, self.namespace, render_deployment_patch(orig, run_id, self.container, placement),
+            self.deployment, self.namespace,
+            render_deployment_patch(orig, run_id, self.container, placement, original_strategy(dep)),
             field_manager=FIELD_MANAGER,
         )
         return self.api.sanitize_for_serialization(patched)
+
+    def route_config(self) -> bool:
+        """Kueue's Configuration (ConfigMap kueue-manager-config) with leaderElection.leaderElect false, the text
+        as installed kept in ANN_ORIGINAL_CONFIG for the undo (a run killed before its undo leaves it for the
+        next run's). Returns whether it changed anything (False: no ConfigMap, or leader election already off)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            cm = self.api.sanitize_for_serialization(self.core.read_namespaced_config_map(KUEUE_CONFIGMAP, self.namespace))
+        except ApiException as e:
+            if e.status == 404:
+                return False  # a cluster that configures Kueue otherwise: its leader election stays as it is
+            raise
+        text = (cm.get("data") or {}).get(KUEUE_CONFIG_KEY) or ""
+        routed = routed_config(text)
+        if routed is None:
+            return False
+        anns = (cm.get("metadata") or {}).get("annotations") or {}
+        keep = {} if ANN_ORIGINAL_CONFIG in anns else {ANN_ORIGINAL_CONFIG: text}
+        self.core.patch_namespaced_config_map(KUEUE_CONFIGMAP, self.namespace, {
+            "metadata": {"annotations": keep}, "data": {KUEUE_CONFIG_KEY: routed}}, field_manager=FIELD_MANAGER)
+        return True
+
+    def unroute_config(self) -> bool:
+        """Put Kueue's installed Configuration back (ANN_ORIGINAL_CONFIG), if route_config changed it."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            cm = self.api.sanitize_for_serialization(self.core.read_namespaced_config_map(KUEUE_CONFIGMAP, self.namespace))
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        anns = (cm.get("metadata") or {}).get("annotations") or {}
+        if ANN_ORIGINAL_CONFIG not in anns:
+            return False
+        self.core.patch_namespaced_config_map(KUEUE_CONFIGMAP, self.namespace, {
+            "metadata": {"annotations": {ANN_ORIGINAL_CONFIG: None}},
+            "data": {KUEUE_CONFIG_KEY: anns[ANN_ORIGINAL_CONFIG]}}, field_manager=FIELD_MANAGER)
+        return True
 
     def _running_node(self) -> str | None:
         """The Node a running Kueue Pod of the Deployment is on (the newest), None when none runs."""
@@ -434,11 +524,13 @@ class KueueRouting:
         dep = self.read()
         out = None
         anns = dep["metadata"].get("annotations") or {}
+        self.unroute_config()  # before the rollout back, which then starts Kueue as installed
         if ANN_ORIGINAL_ARGS in anns:
             placement = json.loads(anns[ANN_ORIGINAL_PLACEMENT]) if ANN_ORIGINAL_PLACEMENT in anns else None
+            strategy = json.loads(anns[ANN_ORIGINAL_STRATEGY]) if ANN_ORIGINAL_STRATEGY in anns else None
             out = self.api.sanitize_for_serialization(self.apps.patch_namespaced_deployment(
                 self.deployment, self.namespace, render_undo_patch(original_args(dep, self.container),
-                                                                   self.container, placement),
+                                                                   self.container, placement, strategy),
                 field_manager=FIELD_MANAGER,
             ))
         self.delete_secret()

@@ -35,6 +35,17 @@ def runs_root() -> Path:
     return root
 
 
+def forget_secrets(state: Path) -> None:
+    """Delete everything in a run's state folder but its (secret-free) process record: keys, tokens,
+    kubeconfigs (a kind cluster's admin key among them), etcd's data. The next start's reap_stale() removes
+    the folder. Called when an environment stops, and when one fails to start."""
+    if not state.is_dir():
+        return
+    for child in state.iterdir():
+        if child.name != "processes.json":
+            shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+
+
 #: What in a folder shows that a run (pytest, `run`, `up`) already left its evidence there.
 RUN_MARKERS = ("summary.json", "junit.xml", "session.log", "env", "cases")
 

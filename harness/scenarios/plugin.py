@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -229,8 +230,19 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     """A fresh namespace and history for one case; at the end every hold is released (and recorded),
     every rule removed, the history merged, and the final objects written next to it."""
     if not kueue_env.kueue_alive():
+        # The case during which it exited is already `error` (teardown_problem); this one starts on a Kueue
+        # started again (on a cluster: a new Pod, re-attached, its log followed, its webhooks answering).
         tail = "\n".join(kueue_log.last_lines(kueue_env.kueue_log))
-        raise HarnessError(f"Kueue is not running (it exited earlier in this session). Last log lines:\n{tail}")
+        if not hasattr(kueue_env, "restart_kueue"):
+            raise HarnessError(f"Kueue is not running (it exited earlier in this session). Last log lines:\n{tail}")
+        warnings.warn(f"kueue-harness: Kueue was not running before {request.node.nodeid} (it exited earlier); "
+                      "starting it again first")
+        try:
+            kueue_env.restart_kueue()
+        except Exception as e:  # noqa: BLE001 - said with what Kueue last logged
+            raise HarnessError(f"Kueue is not running (it exited earlier in this session) and did not start again "
+                               f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Last log lines:\n"
+                               f"{tail}") from None
     cdir = case_dir(artifacts_dir, request.node.nodeid)
     slug = cdir.name
     uniq = f"{slug[:28].rstrip('-')}-{int(time.time() * 1000) % 100000}"

@@ -60,3 +60,16 @@ def test_all_deleted_is_recorded_as_such() -> None:
     ctx, recorded = _ctx(c)
     assert _delete_case_objects(ctx) == []
     assert recorded == [("case_objects_deleted", {"namespace": "p-ns"})]
+
+
+def test_forget_secrets_keeps_only_the_process_record(tmp_path) -> None:
+    """A kind run's state (admin.kubeconfig: the cluster's admin key) never outlives the run, started or not."""
+    from harness.env.runs import forget_secrets
+
+    (tmp_path / "admin.kubeconfig").write_text("key")
+    (tmp_path / "processes.json").write_text("[]")
+    (tmp_path / "mitmproxy").mkdir()
+    (tmp_path / "mitmproxy" / "ca.pem").write_text("key")
+    forget_secrets(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["processes.json"]
+    forget_secrets(tmp_path / "gone")  # nothing there: nothing to do

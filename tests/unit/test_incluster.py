@@ -82,7 +82,7 @@ def test_patch_mounts_secret_and_records_original_args():
 def test_undo_patch_restores_args_and_deletes_by_merge_key():
     u = ic.render_undo_patch(RELEASE_ARGS)
     assert u["metadata"]["annotations"] == {ic.ANN_ROUTED_BY: None, ic.ANN_ORIGINAL_ARGS: None,
-                                            ic.ANN_ORIGINAL_PLACEMENT: None}
+                                            ic.ANN_ORIGINAL_PLACEMENT: None, ic.ANN_ORIGINAL_STRATEGY: None}
     assert u["spec"]["template"]["metadata"]["annotations"] == {ic.ANN_RUN: None}
     (c,) = u["spec"]["template"]["spec"]["containers"]
     assert c["args"] == RELEASE_ARGS
@@ -109,6 +109,31 @@ def test_routed_kueue_tolerates_the_case_pods_taint_and_stays_on_its_node_and_un
     u = ic.render_undo_patch(RELEASE_ARGS, placement={"tolerations": None, "nodeSelector": None})["spec"]["template"]["spec"]
     assert u["tolerations"] is None and u["nodeSelector"] == {"kubernetes.io/hostname": None}
     assert "tolerations" not in ic.render_undo_patch(RELEASE_ARGS)["spec"]["template"]["spec"]  # routed before this
+
+
+def test_routed_kueue_runs_without_leader_election_and_rolls_out_recreate():
+    """Kueue's Lease renewals went through the proxy (one kubeconfig for all its traffic) and timed out at load
+    25-31: Kueue exited, "leader election lost". Routed, it runs with leaderElect false and Recreate (never two
+    Kueue Pods side by side); the undo puts both back."""
+    release = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nleaderElection:\n  leaderElect: true\n" \
+              "  resourceName: c1f6bfd2.kueue.x-k8s.io\n"
+    routed = yaml.safe_load(ic.routed_config(release))
+    assert routed["leaderElection"] == {"leaderElect": False, "resourceName": "c1f6bfd2.kueue.x-k8s.io"}
+    assert ic.routed_config(ic.routed_config(release)) is None  # off already: nothing to change
+    assert yaml.safe_load(ic.routed_config(""))["leaderElection"] == {"leaderElect": False}
+    assert ic.routed_config("- not a mapping") is None
+    own = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
+    p = ic.render_deployment_patch(RELEASE_ARGS, "run-7", strategy=own)
+    assert p["spec"]["strategy"] == {"type": "Recreate", "rollingUpdate": None}
+    assert json.loads(p["metadata"]["annotations"][ic.ANN_ORIGINAL_STRATEGY]) == own
+    assert ic.render_undo_patch(RELEASE_ARGS, strategy=own)["spec"]["strategy"] == own
+    assert ic.render_undo_patch(RELEASE_ARGS, strategy={})["spec"]["strategy"] == {"type": "RollingUpdate",
+                                                                                   "rollingUpdate": None}
+    dep = _deployment()
+    dep["spec"]["strategy"] = own
+    assert ic.original_strategy(dep) == own
+    dep["metadata"]["annotations"] = {ic.ANN_ORIGINAL_STRATEGY: json.dumps({"type": "Recreate"})}
+    assert ic.original_strategy(dep) == {"type": "Recreate"}  # routed already: the annotation's
 
 
 def test_original_args_come_from_the_annotation_of_a_routed_deployment():
