@@ -34,12 +34,18 @@ def test_tally_and_table() -> None:
     t = stress.tally(runs)
     assert t["wrong_verdicts"] == 1 and t["by_kind"] == {"false pass": 1}
     assert t["cases"]["t"] == {"expected": ["reproduced"], "actual": {"reproduced": 1, "passed": 1}, "wrong": 1,
-                               "seconds_max": 9.5}
+                               "errors": 0, "error_reasons": [], "seconds_max": 9.5}
     assert t["missing"] == {"t_control": 1}  # absent from run 2: not silently a pass
     text = stress.table(t, 2)
     assert "t_control" in text and "passed 1/2, reproduced 1/2" in text
-    assert text.endswith("wrong verdicts: 1 (false pass 1)")
+    assert "wrong verdicts: 1 (false pass 1)" in text
     assert stress.tally([])["wrong_verdicts"] == 0
+    # An error claims nothing: counted apart with its reason, never a wrong verdict.
+    slow = stress.tally([{"cases": [{"case": "a.py::t_control", "verdict": "error", "expected": "passed",
+                                     "detail": "liveness: too slow to judge: p got no quota in 95.00s"}]}])
+    assert slow["wrong_verdicts"] == 0 and slow["errors"] == 1 and slow["error_share"] == 1.0
+    assert slow["cases"]["t_control"]["error_reasons"] == ["liveness: too slow to judge: p got no quota in 95.00s"]
+    assert "t_control: liveness: too slow to judge" in stress.table(slow, 1)
 
 
 def test_cases_from_bundles_of_a_run_stopped_early(tmp_path) -> None:
