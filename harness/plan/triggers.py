@@ -10,7 +10,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.plan.match import RuleError, _check_keys, _jsonpath, check_regex, fact_value
 
@@ -19,8 +19,6 @@ from harness.plan.match import RuleError, _check_keys, _jsonpath, check_regex, f
 TRIGGER_STATES = ("held", "released", "answered")
 
 
-#: Trigger kinds: one of these keys names what a trigger waits for (docs/fault-plans.md, Triggers).
-TRIGGER_KINDS = ("rule", "delivered", "step", "log", "object", "count")
 #: Condition statuses an `{object: …, condition: T, status: S}` trigger may wait for.
 CONDITION_STATUSES = ("True", "False", "Unknown")
 #: "Kind/name" or "Kind.group/name" (Workload/w1, ClusterQueue/${namespace}-cq, Job.batch/j1); the name may be
@@ -30,7 +28,9 @@ _OBJECT_REF = re.compile(r"[A-Z][A-Za-z0-9]*(\.[a-z0-9][a-z0-9.-]*)?/[a-z0-9$*?\
 
 @dataclass(frozen=True)
 class Trigger:
-    """One condition for ending a hold or starting a step (or a process fault). Exactly one kind:
+    """One condition for ending a hold or starting a step (or a process fault): the parsed value of a plan's
+    trigger mapping. Exactly one kind (its key names it), whose class in `TRIGGERS` checks it, evaluates it
+    and says it in words (`TriggerKind` below: one small class a kind, as fault kinds are):
 
     `rule` + `state`: a flow caught by rule `rule` reached `state` (TRIGGER_STATES), with HTTP `status`
     if given (for "held" at the response stage and "answered");
@@ -41,11 +41,10 @@ class Trigger:
     says what text it is searched in);
     `object` ("Kind/name", in `namespace` or the plan's): since the plan was loaded the object was
     `deleted` (a deletion seen, not mere absence), or had condition `condition` with `status` ("True" by
-    default), or had a value at JSONPath `field` (equal to `equals` when given, compared by `fact_value`).
-
+    default), or had a value at JSONPath `field` (equal to `equals` when given, compared by `fact_value`);
     `count` + `at_least` (+ `state`, `status`): at least `at_least` flows of rule `count` reached `state`
     ("answered" by default), each with HTTP `status` if given — an ordering by how often something happened,
-    never by how long (section "Counting triggers" below).
+    never by how long.
 
     `log` and `object` triggers are *facts*: the proxy cannot see them, so the harness side
     (harness/nemesis/runner.py) observes them and reports each to the proxy (`POST /facts`, keyed by `fact_key`).
@@ -74,114 +73,263 @@ class Trigger:
             raise RuleError(f"{where}: expected an object like {{rule: X, state: answered}}, {{delivered: X}}, "
                             "{step: X}, {log: REGEX} or {object: Kind/name, condition: Type}")
         _check_keys(d, set(cls.__dataclass_fields__), where)
-        kinds = [k for k in TRIGGER_KINDS if d.get(k) not in (None, "")]
+        kinds = [k for k in TRIGGERS if d.get(k) not in (None, "")]
         if len(kinds) != 1:
             raise RuleError(f"{where}: give exactly one of `rule` (with `state`), `delivered`, `step`, `log`, "
                             f"`object` or `count` (with `at_least`){' (got ' + ', '.join(kinds) + ')' if kinds else ''}")
-        kind = kinds[0]
-        if not isinstance(d[kind], str):
-            raise RuleError(f"{where}: `{kind}` must be a string")
-        extra = {"rule": {"state", "status"}, "delivered": set(), "step": set(), "log": set(),
-                 "object": {"namespace", "deleted", "condition", "status", "field", "equals"},
-                 "count": {"state", "status", "at_least"}}[kind]
+        kind = TRIGGERS[kinds[0]]
+        if not isinstance(d[kind.name], str):
+            raise RuleError(f"{where}: `{kind.name}` must be a string")
         # `state: answered` is the dataclass default and comes back from Rule.to_dict: not an extra key.
-        given = {k for k, v in d.items() if v is not None and k != kind and not (k == "state" and v == "answered")}
-        if given - extra:
-            bad = sorted(given - extra)
-            if kind == "delivered":
-                raise RuleError(f"{where}: `delivered` takes no `state` or `status` (it waits for an answered 200)")
-            raise RuleError(f"{where}: `{kind}` takes no {', '.join(f'`{k}`' for k in bad)}"
-                            + (f" (it takes {', '.join(f'`{k}`' for k in sorted(extra))})" if extra else ""))
-        d = dict(d)
-        if kind == "count":
-            return cls(**_check_count(d, where))
-        if kind == "rule":
-            t = cls(**d)
-            if t.state not in TRIGGER_STATES:
-                raise RuleError(f"{where}: state {t.state!r} is not one of {', '.join(TRIGGER_STATES)}")
-            if t.status is not None and (isinstance(t.status, bool) or not isinstance(t.status, int)
-                                         or not 100 <= t.status <= 599):
-                raise RuleError(f"{where}: status must be an HTTP status code (100-599), not {t.status!r}")
-            return t
-        if kind == "log":
-            check_regex(d["log"], f"{where}: log")
-        if kind == "object":
-            if not _OBJECT_REF.fullmatch(d["object"]):
-                raise RuleError(f"{where}: object {d['object']!r} is not Kind/name (e.g. Workload/w1, "
-                                "ClusterQueue/${namespace}-cq, Workload/job-a-* for Job a's Workload)")
-            name = d["object"].split("/", 1)[1]
-            if name.count("[") != name.count("]"):
-                raise RuleError(f"{where}: object {d['object']!r}: glob {name!r} has an unbalanced '['")
-            if d.get("namespace") is not None and not isinstance(d["namespace"], str):
-                raise RuleError(f"{where}: namespace must be a string")
-            what = [k for k in ("deleted", "condition", "field") if d.get(k) is not None]
-            if len(what) != 1:
-                raise RuleError(f"{where}: object takes exactly one of `deleted: true`, `condition` (with `status`) "
-                                "or `field` (with `equals`)")
-            if d.get("deleted") is not None and d["deleted"] is not True:
-                raise RuleError(f"{where}: deleted must be true (it waits for the object's deletion)")
-            if d.get("status") is not None and what != ["condition"]:
-                raise RuleError(f"{where}: status goes with `condition` only")
-            if d.get("equals") is not None and what != ["field"]:
-                raise RuleError(f"{where}: equals goes with `field` only")
-            if what == ["condition"]:
-                if not isinstance(d["condition"], str):
-                    raise RuleError(f"{where}: condition must be a condition type (a string, e.g. QuotaReserved)")
-                st = d.get("status", "True")
-                st = {True: "True", False: "False"}.get(st, st) if isinstance(st, bool) else st
-                if st not in CONDITION_STATUSES:
-                    raise RuleError(f"{where}: status {st!r} is not one of {', '.join(CONDITION_STATUSES)}")
-                d["status"] = st
-            if what == ["field"]:
-                if not isinstance(d["field"], str):
-                    raise RuleError(f"{where}: field must be a JSONPath (e.g. $.spec.active)")
-                try:
-                    _jsonpath(d["field"])
-                except RuleError as e:
-                    raise RuleError(f"{where}: field: {str(e).split(': ', 1)[1]}") from None
-                if isinstance(d.get("equals"), (dict, list)):
-                    raise RuleError(f"{where}: equals must be a scalar (string, number, true/false, null)")
-        return cls(**d)
+        given = {k for k, v in d.items() if v is not None and k != kind.name and not (k == "state" and v == "answered")}
+        if given - kind.takes:
+            raise RuleError(kind.refuse_extra(sorted(given - kind.takes), where))
+        return cls(**kind.check(dict(d), where))
 
     @property
     def kind(self) -> str:
         """Which kind of trigger this is: one of TRIGGER_KINDS."""
-        return next(k for k in TRIGGER_KINDS if getattr(self, k))
+        return next(k for k in TRIGGERS if getattr(self, k))
 
     @property
     def ref(self) -> str:
         """The rule (or step) id this trigger names; "" for a fact (log, object)."""
-        return self.rule or self.delivered or self.step or self.count or ""
+        return TRIGGERS[self.kind].ref(self)
 
     @property
     def is_fact(self) -> bool:
         """Whether the harness side must observe it (a log line, an object's state)."""
-        return bool(self.log or self.object)
+        return TRIGGERS[self.kind].is_fact
 
     def fact_key(self) -> str:
         """The fact's identity between the proxy and the harness (canonical JSON of its keys)."""
-        keys = ("log",) if self.log else ("object", "namespace", "deleted", "condition", "status", "field", "equals")
+        keys = (self.kind, *sorted(TRIGGERS[self.kind].takes))
         return json.dumps({k: getattr(self, k) for k in keys if getattr(self, k) is not None}, sort_keys=True)
 
     def describe(self) -> str:
         """The words of a `why` ("triggers: …") and of report.md: "eviction-job1 held", "step w1 done",
         "Kueue logged /Preempted/", "Workload/w1 QuotaReserved=True", "Workload/w1 deleted"."""
-        if self.rule:
-            return f"{self.rule} {self.state}"
-        if self.delivered:
-            return f"Kueue's watch delivered {self.delivered}'s object"
-        if self.step:
-            return f"step {self.step} done"
-        if self.log:
-            return f"Kueue logged /{self.log}/"
-        if self.count:
-            return _describe_count(self)
-        obj = self.object  # its namespace is the plan's unless the trigger names another: not repeated here
-        if self.deleted:
+        return TRIGGERS[self.kind].describe(self)
+
+
+class TriggerKind:
+    """One kind of trigger (a registry entry, `@register`): `name` (the plan key that names it), `takes` (the
+    other keys it accepts), `is_fact` (the harness observes it and reports it to the proxy); `check` (its keys,
+    checked: RuleError naming what to change), `satisfied` (from the proxy's flow records, the watch's
+    resourceVersions, the facts reported), `describe` (its words), `ref` (the rule or step it names)."""
+
+    name: ClassVar[str]
+    takes: ClassVar[frozenset[str]] = frozenset()
+    is_fact: ClassVar[bool] = False
+
+    def check(self, d: dict[str, Any], where: str) -> dict[str, Any]:
+        return d
+
+    def refuse_extra(self, bad: list[str], where: str) -> str:
+        return (f"{where}: `{self.name}` takes no {', '.join(f'`{k}`' for k in bad)}"
+                + (f" (it takes {', '.join(f'`{k}`' for k in sorted(self.takes))})" if self.takes else ""))
+
+    def satisfied(self, t: Trigger, flows: dict[str, list["FlowRecord"]], delivered_rv: dict[str, int],
+                  facts: Any) -> bool:
+        return t.fact_key() in facts  # a fact: holds once the harness reported it
+
+    def describe(self, t: Trigger) -> str:
+        raise NotImplementedError
+
+    def ref(self, t: Trigger) -> str:
+        return "" if self.is_fact else str(getattr(t, self.name) or "")
+
+
+#: name -> the kind's one instance; filled by @register below, in the order the docs list them.
+TRIGGERS: dict[str, TriggerKind] = {}
+
+
+def register(cls: type) -> type:
+    """Class decorator: make a trigger kind available by its `name` (one class per kind, no list to edit)."""
+    if cls.name in TRIGGERS:
+        raise ValueError(f"two trigger kinds are named {cls.name!r}")
+    TRIGGERS[cls.name] = cls()
+    return cls
+
+
+def _check_status(st: Any, where: str) -> None:
+    if st is not None and (isinstance(st, bool) or not isinstance(st, int) or not 100 <= st <= 599):
+        raise RuleError(f"{where}: status must be an HTTP status code (100-599), not {st!r}")
+
+
+def _check_state(state: Any, where: str) -> None:
+    if state not in TRIGGER_STATES:
+        raise RuleError(f"{where}: state {state!r} is not one of {', '.join(TRIGGER_STATES)}")
+
+
+def _reached(f: "FlowRecord", state: str, status: Any) -> bool:
+    """Whether flow record `f` reached `state` (with HTTP `status`, when given)."""
+    if state == "held":
+        return f.held and (status is None or f.held_status == status)
+    if state == "released":
+        return f.released
+    return f.answered_status is not None and (status is None or f.answered_status == status)
+
+
+@register
+class RuleTrigger(TriggerKind):
+    """`{rule: ID, state: held|released|answered, status: N}`: a flow of rule ID reached the state."""
+
+    name = "rule"
+    takes = frozenset({"state", "status"})
+
+    def check(self, d: dict[str, Any], where: str) -> dict[str, Any]:
+        _check_state(d.get("state", "answered"), where)
+        _check_status(d.get("status"), where)
+        return d
+
+    def satisfied(self, t, flows, delivered_rv, facts) -> bool:
+        return any(_reached(f, t.state, t.status) for f in flows.get(t.rule or "", []))
+
+    def describe(self, t: Trigger) -> str:
+        return f"{t.rule} {t.state}"
+
+
+@register
+class DeliveredTrigger(TriggerKind):
+    """`{delivered: ID}`: Kueue's watch delivered the object of rule ID's answered flow, at its resourceVersion."""
+
+    name = "delivered"
+
+    def refuse_extra(self, bad: list[str], where: str) -> str:
+        return f"{where}: `delivered` takes no `state` or `status` (it waits for an answered 200)"
+
+    def satisfied(self, t, flows, delivered_rv, facts) -> bool:
+        for f in flows.get(t.delivered or "", []):
+            if f.answered_rv is None or f.answered_status != 200:
+                continue
+            got = delivered_rv.get(f"{f.namespace}/{f.name}")
+            try:
+                if got is not None and got >= int(f.answered_rv):
+                    return True
+            except ValueError:
+                continue
+        return False
+
+    def describe(self, t: Trigger) -> str:
+        return f"Kueue's watch delivered {t.delivered}'s object"
+
+
+@register
+class StepTrigger(TriggerKind):
+    """`{step: ID}`: plan step ID was done with success."""
+
+    name = "step"
+
+    def satisfied(self, t, flows, delivered_rv, facts) -> bool:
+        return any(f.released and f.ok is True for f in flows.get(t.step or "", []))
+
+    def describe(self, t: Trigger) -> str:
+        return f"step {t.step} done"
+
+
+@register
+class LogTrigger(TriggerKind):
+    """`{log: REGEX}` (a fact): a line of Kueue's log matched since the plan was loaded."""
+
+    name = "log"
+    is_fact = True
+
+    def check(self, d: dict[str, Any], where: str) -> dict[str, Any]:
+        check_regex(d["log"], f"{where}: log")
+        return d
+
+    def describe(self, t: Trigger) -> str:
+        return f"Kueue logged /{t.log}/"
+
+
+@register
+class ObjectTrigger(TriggerKind):
+    """`{object: Kind/name, namespace?, deleted: true | condition: T, status: S | field: JSONPATH, equals: V}`
+    (a fact): since the plan was loaded the object was deleted, had the condition, or had the field's value."""
+
+    name = "object"
+    takes = frozenset({"namespace", "deleted", "condition", "status", "field", "equals"})
+    is_fact = True
+
+    def check(self, d: dict[str, Any], where: str) -> dict[str, Any]:
+        if not _OBJECT_REF.fullmatch(d["object"]):
+            raise RuleError(f"{where}: object {d['object']!r} is not Kind/name (e.g. Workload/w1, "
+                            "ClusterQueue/${namespace}-cq, Workload/job-a-* for Job a's Workload)")
+        name = d["object"].split("/", 1)[1]
+        if name.count("[") != name.count("]"):
+            raise RuleError(f"{where}: object {d['object']!r}: glob {name!r} has an unbalanced '['")
+        if d.get("namespace") is not None and not isinstance(d["namespace"], str):
+            raise RuleError(f"{where}: namespace must be a string")
+        what = [k for k in ("deleted", "condition", "field") if d.get(k) is not None]
+        if len(what) != 1:
+            raise RuleError(f"{where}: object takes exactly one of `deleted: true`, `condition` (with `status`) "
+                            "or `field` (with `equals`)")
+        if d.get("deleted") is not None and d["deleted"] is not True:
+            raise RuleError(f"{where}: deleted must be true (it waits for the object's deletion)")
+        if d.get("status") is not None and what != ["condition"]:
+            raise RuleError(f"{where}: status goes with `condition` only")
+        if d.get("equals") is not None and what != ["field"]:
+            raise RuleError(f"{where}: equals goes with `field` only")
+        if what == ["condition"]:
+            if not isinstance(d["condition"], str):
+                raise RuleError(f"{where}: condition must be a condition type (a string, e.g. QuotaReserved)")
+            st = d.get("status", "True")
+            st = {True: "True", False: "False"}.get(st, st) if isinstance(st, bool) else st
+            if st not in CONDITION_STATUSES:
+                raise RuleError(f"{where}: status {st!r} is not one of {', '.join(CONDITION_STATUSES)}")
+            d["status"] = st
+        if what == ["field"]:
+            if not isinstance(d["field"], str):
+                raise RuleError(f"{where}: field must be a JSONPath (e.g. $.spec.active)")
+            try:
+                _jsonpath(d["field"])
+            except RuleError as e:
+                raise RuleError(f"{where}: field: {str(e).split(': ', 1)[1]}") from None
+            if isinstance(d.get("equals"), (dict, list)):
+                raise RuleError(f"{where}: equals must be a scalar (string, number, true/false, null)")
+        return d
+
+    def describe(self, t: Trigger) -> str:
+        obj = t.object  # its namespace is the plan's unless the trigger names another: not repeated here
+        if t.deleted:
             return f"{obj} deleted"
-        if self.condition:
-            return f"{obj} {self.condition}={self.status}"
-        return f"{obj} {self.field}" + (f" = {fact_value(self.equals)}" if self.equals is not None else " set")
+        if t.condition:
+            return f"{obj} {t.condition}={t.status}"
+        return f"{obj} {t.field}" + (f" = {fact_value(t.equals)}" if t.equals is not None else " set")
+
+
+@register
+class CountTrigger(TriggerKind):
+    """`{count: ID, at_least: N, state: answered, status: 200}`: at least N flows of rule ID reached the state —
+    an ordering by how often something happened (kubernetes-sigs/kueue#13662: "until job-a was evicted N
+    times"), never by how long: a fixed-duration hold lets a slow machine see fewer repetitions than a fast one."""
+
+    name = "count"
+    takes = frozenset({"state", "status", "at_least"})
+
+    def check(self, d: dict[str, Any], where: str) -> dict[str, Any]:
+        n = d.get("at_least")
+        if n is None or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise RuleError(f"{where}: `count` needs `at_least: N` (a whole number >= 1: how many flows of rule "
+                            f"{d.get('count')!r} must reach the state)")
+        state = d.get("state", "answered")
+        _check_state(state, where)
+        _check_status(d.get("status"), where)
+        return {**d, "state": state}
+
+    def satisfied(self, t, flows, delivered_rv, facts) -> bool:
+        return sum(_reached(f, t.state, t.status) for f in flows.get(t.count or "", [])) >= (t.at_least or 1)
+
+    def describe(self, t: Trigger) -> str:
+        """"the 4th flow of quota-release-job-a answered" (with " with 200" when a status is asked for)."""
+        n = t.at_least or 1
+        suffix = "th" if 10 < n % 100 < 14 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+        return f"the {n}{suffix} flow of {t.count} {t.state}" + (f" with {t.status}" if t.status is not None else "")
+
+
+#: Trigger kinds: one of these keys names what a trigger waits for (docs/fault-plans.md, Triggers).
+TRIGGER_KINDS = tuple(TRIGGERS)
 
 
 #: The Status message of a hold failed by its release.timeout (on_timeout: fail) unless the plan gives one.
@@ -266,73 +414,5 @@ def trigger_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]], delivered_
     """Whether trigger `t` holds, given each rule's flows, the highest resourceVersion Kueue's watch
     delivered per "namespace/name", and the keys of the facts the harness reported (`Trigger.fact_key`).
     A trigger over a rule with several flows holds when any flow does; a step trigger when the step was
-    done with success."""
-    if t.is_fact:
-        return t.fact_key() in facts
-    if t.count:
-        return _count_satisfied(t, flows)
-    if t.step:
-        return any(f.released and f.ok is True for f in flows.get(t.step, []))
-    if t.delivered:
-        for f in flows.get(t.delivered, []):
-            if f.answered_rv is None or f.answered_status != 200:
-                continue
-            got = delivered_rv.get(f"{f.namespace}/{f.name}")
-            try:
-                if got is not None and got >= int(f.answered_rv):
-                    return True
-            except ValueError:
-                continue
-        return False
-    for f in flows.get(t.rule or "", []):
-        if t.state == "held" and f.held and (t.status is None or f.held_status == t.status):
-            return True
-        if t.state == "released" and f.released:
-            return True
-        if t.state == "answered" and f.answered_status is not None and (
-            t.status is None or f.answered_status == t.status
-        ):
-            return True
-    return False
-
-
-# ---- Counting triggers (kubernetes-sigs/kueue#13662: "until job-a was evicted N times") ------------------
-# `{count: RULE, at_least: N, state: answered, status: 200}`: an ordering by how often something happened.
-# A fixed-duration hold ("release after 8 s") lets a slow machine see fewer repetitions than a fast one; a
-# count holds on any machine. Kept apart from the other kinds: its own checks, evaluation and words.
-
-
-def _check_count(d: dict[str, Any], where: str) -> dict[str, Any]:
-    """The checked keys of a `count` trigger; raises RuleError naming what to change."""
-    n = d.get("at_least")
-    if n is None or isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise RuleError(f"{where}: `count` needs `at_least: N` (a whole number >= 1: how many flows of rule "
-                        f"{d.get('count')!r} must reach the state)")
-    state = d.get("state", "answered")
-    if state not in TRIGGER_STATES:
-        raise RuleError(f"{where}: state {state!r} is not one of {', '.join(TRIGGER_STATES)}")
-    st = d.get("status")
-    if st is not None and (isinstance(st, bool) or not isinstance(st, int) or not 100 <= st <= 599):
-        raise RuleError(f"{where}: status must be an HTTP status code (100-599), not {st!r}")
-    return {**d, "state": state}
-
-
-def _count_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]]) -> bool:
-    """Whether at least `t.at_least` flows of rule `t.count` reached `t.state` (with `t.status`)."""
-    n = 0
-    for f in flows.get(t.count or "", []):
-        if t.state == "held":
-            n += f.held and (t.status is None or f.held_status == t.status)
-        elif t.state == "released":
-            n += f.released
-        else:
-            n += f.answered_status is not None and (t.status is None or f.answered_status == t.status)
-    return n >= (t.at_least or 1)
-
-
-def _describe_count(t: Trigger) -> str:
-    """"the 4th flow of quota-release-job-a answered" (with " with 200" when a status is asked for)."""
-    n = t.at_least or 1
-    suffix = "th" if 10 < n % 100 < 14 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    nth = f"{n}{suffix}"
-    return f"the {nth} flow of {t.count} {t.state}" + (f" with {t.status}" if t.status is not None else "")
+    done with success. The one evaluator: it asks the trigger's kind (`TRIGGERS`)."""
+    return TRIGGERS[t.kind].satisfied(t, flows, delivered_rv, facts)

@@ -551,3 +551,22 @@ def test_drop_watch_events_leaves_other_namespaces_and_partial_lines_alone() -> 
     assert tap(b'{"partial') == b""
     assert tap(b"") == b'{"partial'  # end of stream flushes what was held back
     assert events(addon, "watch_event_dropped") == []
+
+
+def test_every_trigger_kind_is_a_registered_class_a_field_and_a_documented_row() -> None:
+    """Triggers are a registry like fault kinds (issue "A house a newcomer lives in"): one class a kind, one
+    evaluator that dispatches; a kind nobody registered, or one the docs do not list, fails here."""
+    import inspect
+    from pathlib import Path
+
+    from harness.plan import triggers
+
+    classes = [c for _, c in inspect.getmembers(triggers, inspect.isclass)
+               if issubclass(c, triggers.TriggerKind) and c is not triggers.TriggerKind]
+    assert sorted(c.name for c in classes) == sorted(triggers.TRIGGERS) == sorted(triggers.TRIGGER_KINDS)
+    assert all(type(triggers.TRIGGERS[c.name]) is c for c in classes)
+    fields = set(triggers.Trigger.__dataclass_fields__)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "fault-plans.md").read_text()
+    for name, kind in triggers.TRIGGERS.items():
+        assert name in fields and kind.takes <= fields, name
+        assert f"`{{{name}: " in doc, f"docs/fault-plans.md has no row for the `{name}` trigger"
