@@ -196,18 +196,55 @@ class LoadSampler(threading.Thread):
         return self.samples
 
 
+class CpuLimit:
+    """A cgroup (v1 `cpu` controller) that gives the main job and everything it starts — pytest, kube-apiserver,
+    etcd, Kueue, the proxy — at most `percent` of one core: a slow machine, every part of it slow, as when other
+    jobs or a hypervisor take the cores (busy loops beside the run barely slow Kueue: Linux favours processes
+    that sleep). `enter(pid)` is the child's preexec hook. Needs root and /sys/fs/cgroup/cpu; removed on exit."""
+
+    ROOT = Path("/sys/fs/cgroup/cpu")
+
+    def __init__(self, percent: float) -> None:
+        if not (self.ROOT / "cgroup.procs").exists():
+            raise SystemExit(f"--cpu-limit needs the cgroup v1 cpu controller at {self.ROOT} (not found here)")
+        self.percent = percent
+        self.path = self.ROOT / f"kueue-harness-stress-{os.getpid()}"
+
+    def __enter__(self) -> "CpuLimit":
+        self.path.mkdir(exist_ok=True)
+        (self.path / "cpu.cfs_period_us").write_text("100000")
+        (self.path / "cpu.cfs_quota_us").write_text(str(int(self.percent * 1000)))
+        return self
+
+    def enter(self) -> None:  # pragma: no cover - runs in the child between fork and exec
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def __exit__(self, *exc: Any) -> None:
+        for pid in (self.path / "cgroup.procs").read_text().split():  # anything left is moved back out
+            try:
+                (self.ROOT / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass
+        try:
+            self.path.rmdir()
+        except OSError:
+            pass
+
+
 # ---- one run of the main job ---------------------------------------------------------------------------
 
-def run_main_job(art: Path, kueue_version: str, k: str | None, timeout: float) -> dict[str, Any]:
-    """`kueue-harness run --artifacts-dir ART` (+ --kueue-version, -k); returns {"exit", "seconds", "cases",
-    "load", "artifacts"} from its summary.json (cases [] when it wrote none)."""
+def run_main_job(art: Path, kueue_version: str, k: str | None, timeout: float,
+                 limit: CpuLimit | None = None) -> dict[str, Any]:
+    """`kueue-harness run --artifacts-dir ART` (+ --kueue-version, -k; inside `limit`'s cgroup when given);
+    returns {"exit", "seconds", "cases", "load", "artifacts"} from its summary.json (cases [] when it wrote none)."""
     cmd = [str(ROOT / ".venv" / "bin" / "kueue-harness"), "run", "--artifacts-dir", str(art),
            "--kueue-version", kueue_version, *(["-k", k] if k else [])]
     sampler = LoadSampler()
     sampler.start()
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=limit.enter if limit is not None else None)
         code, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
     except subprocess.TimeoutExpired as e:
         code, tail = None, f"timed out after {timeout:g}s: {str(e.stdout or '')[-2000:]}"
@@ -232,8 +269,8 @@ def retally(path: Path) -> dict[str, Any]:
             r["cases"] = cases_from_bundles(Path(r["artifacts"]))
             r["complete"] = False
     t = tally(data.get("run_details") or [])
-    data.update(wrong_verdicts=t["wrong_verdicts"], by_kind=t["by_kind"], cases=t["cases"], missing=t["missing"],
-                retallied=True)
+    data.update(wrong_verdicts=t["wrong_verdicts"], errors=t["errors"], verdicts=t["verdicts"],
+                error_share=t["error_share"], by_kind=t["by_kind"], cases=t["cases"], missing=t["missing"], retallied=True)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
     return data
 
@@ -280,7 +317,8 @@ def combine(paths: list[Path]) -> dict[str, Any]:
             "machine": docs[0][1].get("machine"), "kueue_version": versions.pop(),
             "sources": [{"file": p.name, "runs": d.get("runs"), "burners": d.get("burners"), "tree": d.get("tree"),
                          "wrong_verdicts": d.get("wrong_verdicts")} for p, d in docs],
-            "wrong_verdicts": t["wrong_verdicts"], "by_kind": t["by_kind"], "runs": len(runs),
+            "wrong_verdicts": t["wrong_verdicts"], "errors": t["errors"], "verdicts": t["verdicts"],
+            "error_share": t["error_share"], "by_kind": t["by_kind"], "runs": len(runs),
             "burners": sorted({d["burners"] for _, d in docs if isinstance(d.get("burners"), int)}),
             "load_1m": {"min": min(lows, default=None), "max": max(highs, default=None)},
             "main_job_exits": [r.get("exit") for r in runs], "cases": t["cases"], "missing": t["missing"],
@@ -291,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10, help="runs of the main job (default 10)")
     ap.add_argument("--burners", type=int, default=16, help="busy CPU loops (default 16: load ~16 on 2 cores)")
+    ap.add_argument("--cpu-limit", type=float, default=None, metavar="PERCENT",
+                    help="run the main job (and every process it starts) in a cgroup with at most PERCENT of one core: "
+                         "a slow machine (needs root and cgroup v1's cpu controller)")
     ap.add_argument("--nice", type=int, default=0, help="the busy loops' niceness (default 0; negative, as root, "
                     "makes them take the CPU from Kueue and kube-apiserver: a slow machine, not only a loaded one)")
     ap.add_argument("--kueue-version", default="v0.17.0")
@@ -351,7 +392,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for i in range(args.runs):
                 print(f"[stress] run {i + 1}/{args.runs} (load {os.getloadavg()[0]:.1f}) …", flush=True)
-                r = run_main_job(base / f"run-{i + 1}", args.kueue_version, args.k, args.run_timeout)
+                if args.cpu_limit is not None:
+                    with CpuLimit(args.cpu_limit) as limit:
+                        r = run_main_job(base / f"run-{i + 1}", args.kueue_version, args.k, args.run_timeout, limit)
+                else:
+                    r = run_main_job(base / f"run-{i + 1}", args.kueue_version, args.k, args.run_timeout)
                 runs.append(r)
                 bad = [f"{case_name(c['case'])}: {c['verdict']} (expected {c['expected'] or 'passed'})"
                        for c in r["cases"] if classify(c["verdict"], c["expected"] or "")]
@@ -363,8 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     loads = [s for r in runs for s in r["load"]["samples"]]
     data = {"benchmark": "stress", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(), "tree": tree(),
             "command": " ".join(["bench/stress.py", *(argv if argv is not None else sys.argv[1:])]),
-            "wrong_verdicts": t["wrong_verdicts"], "by_kind": t["by_kind"], "runs": len(runs),
-            "runs_asked": args.runs, "burners": args.burners, "nice": args.nice, "kueue_version": args.kueue_version,
+            "wrong_verdicts": t["wrong_verdicts"], "errors": t["errors"], "verdicts": t["verdicts"],
+            "error_share": t["error_share"], "by_kind": t["by_kind"], "runs": len(runs),
+            "runs_asked": args.runs, "burners": args.burners, "nice": args.nice, "cpu_limit_percent": args.cpu_limit, "kueue_version": args.kueue_version,
             "min_load": args.min_load, "load_before": started, "load_1m": {"min": min(loads, default=None), "max": max(loads, default=None),
                                                 "samples": len(loads)},
             "main_job_exits": [r["exit"] for r in runs], "cases": t["cases"], "missing": t["missing"], "run_details": runs}

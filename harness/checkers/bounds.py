@@ -52,3 +52,9 @@ STALL_CYCLES = 10
 #: The longest a stall is waited for, whatever the run's pace: a bound counted in a very slow run's pace (bound ×
 #: pace factor) is cut to this, so a case observes at most about this long before its checkers decide.
 GIVE_UP = 90.0
+#: Seconds (counted in the run's pace) in which nothing of the case moved — no event of any source about it, the
+#: proxy holding nothing — after which a case observing only checkers that decide on a violation alone (`quota`,
+#: `write_count` with a `min` only: `settles_when_quiet`) stops: Kueue reacts to a change within a scheduling cycle
+#: (well under a second idle). Checkers of counts spaced by Kueue's backoffs (1, 2, 4 s…: log_count, bounded
+#: evictions, write_count with a `max`) never settle so.
+QUIET = 2.0

@@ -61,14 +61,17 @@ class LogCount:
     write_count); without them every object logged about counts. `fields` ({"added": False}): only lines whose
     every named field has that value (JSON values as they are: 0 is not false). Violated when a count is over `max`
     (decided at once) or, at the end, under `min`; inconclusive when a named object never appears or, with
-    `min`, when the history holds no line of that message at all (it may not be recorded: docs/checkers.md)."""
+    `min`, when the history holds no line of that message at all (it may not be recorded: docs/checkers.md).
+    `until_admitted`: the count is final (decided, so a case stops observing) once every named object's Workload is
+    Admitted in the objects read: Kueue re-queues no admitted Workload (a second pass, a requeue after a failed
+    assignment: kubernetes-sigs/kueue#9889, #9591), so no evidence is waited for by the clock."""
 
     name: ClassVar[str] = "log_count"
     kind: ClassVar[str] = "invariant"
 
     def __init__(self, msg: str, max: int | None = None, min: int | None = None,  # noqa: A002
                  objects: Sequence[str] | str = (), field: str | None = None, window: float | None = None,
-                 per: str = "object", fields: Mapping[str, Any] | None = None) -> None:
+                 per: str = "object", fields: Mapping[str, Any] | None = None, until_admitted: bool = False) -> None:
         if not isinstance(msg, str) or not msg:
             raise ValueError("log_count: msg must be the message to count (a regular expression)")
         try:
@@ -89,6 +92,10 @@ class LogCount:
             raise ValueError(f"log_count: fields must map log field names to values ({{\"added\": false}}), got {fields!r}")
         self.fields = dict(fields or {})
         objects = (objects,) if isinstance(objects, str) else tuple(objects)
+        if not isinstance(until_admitted, bool) or (until_admitted and not objects):
+            raise ValueError("log_count: until_admitted is true or false, and true needs `objects` (whose admission "
+                             "ends the count)")
+        self.until_admitted = until_admitted
         if min and not objects and per != "case":
             raise ValueError("log_count: min per object needs `objects` (which ones must be logged about), or per: case")
         self.msg, self.max, self.min, self.objects = msg, max, min, objects
@@ -124,6 +131,13 @@ class LogCount:
             out.setdefault(s, [])
         return out, total
 
+    def _all_admitted(self, objects: Objects, names: Names) -> bool:
+        """Whether each named object matches a Workload of the objects read that is Admitted=True."""
+        wls = [w for w in objects.get("workloads") or [] if any(
+            c.get("type") == "Admitted" and c.get("status") == "True" for c in (w.get("status") or {}).get("conditions") or [])]
+        keys = [f"{(w.get('metadata') or {}).get('namespace')}/{(w.get('metadata') or {}).get('name')}" for w in wls]
+        return bool(self.objects) and all(any(subject_matches(s, k, names.wl(k)) for k in keys) for s in self.objects)
+
     def _seen(self, history: History, sub: str, names: Names) -> bool:
         """Whether any event names `sub`: a write, watch delivery or monitor fact, or any Kueue log line."""
         if mentioned(history, sub, names):
@@ -136,7 +150,10 @@ class LogCount:
         return False
 
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
-        """Over `max` is final; anything else is known only at the end of the case."""
+        """Over `max` is final; so is every count once every named object is admitted (`until_admitted`);
+        anything else is known only at the end of the case."""
+        if self.until_admitted and self._all_admitted(objects, names):
+            return True
         if self.max is None:
             return False
         return any(most_within(sorted(v), self.window)[0] > self.max for v in self.times(within_case(history), names)[0].values())

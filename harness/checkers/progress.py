@@ -272,6 +272,18 @@ def judge_stall(stall: Stall, bound: float, run_pace: Pace) -> str:
     return "too slow" if run_pace.slow else "idle"
 
 
+#: Events that are not something of the case moving: the harness's own bookkeeping, the monitor's periodic reads
+#: of a deletion still pending (a stuck deletion is quiet), a watch re-opened.
+_NOT_ACTIVITY = {("monitor", "object_still_deleting"), ("monitor", "watch_error"), ("harness", "observed"),
+                 ("harness", "judging"), ("harness", "plan_step")}
+
+
+def last_activity(history: History) -> float | None:
+    """When anything of the case last happened (epoch seconds): any event of any source but the bookkeeping of
+    `_NOT_ACTIVITY`; None for an empty history."""
+    return max((e["ts"] for e in history if (e.get("source"), e.get("event")) not in _NOT_ACTIVITY), default=None)
+
+
 #: How a finding that gives up on a run too slow to judge starts its summary (`too_slow`).
 TOO_SLOW = "too slow to judge"
 

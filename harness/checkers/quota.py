@@ -20,6 +20,8 @@ class QuotaSafety:
 
     name: ClassVar[str] = "quota"
     kind: ClassVar[str] = "invariant"
+    #: It decides on a violation alone: a case may stop observing once nothing of it moves (bounds.QUIET).
+    settles_when_quiet: ClassVar[bool] = True
 
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
         """A violation seen by the monitor is final; "held" is only known at the end of the case."""

@@ -144,6 +144,12 @@ class WriteCount:
                     out[s] = []
         return out
 
+    @property
+    def settles_when_quiet(self) -> bool:
+        """With a `min` only, a case may stop observing once nothing of it moves (bounds.QUIET); a `max` counts
+        writes Kueue repeats after backoffs (kubernetes-sigs/kueue#9428), which a quiet second does not end."""
+        return self.max is None
+
     def decided(self, history: History, objects: Objects, names: Names) -> bool:
         """Over `max` is final (counts only grow); so is every subject at `min` when there is no `max`
         (nothing can violate it any more); anything else is known only at the end of the case."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,13 +245,24 @@ class CaseContext:
                 return True
             h = self.snapshot()
             objs, names = self.objects(), self.names(h)
-            return all(c.decided(h, objs, names) for c in checkers)
+            waiting = [c for c in checkers if not c.decided(h, objs, names)]
+            return not waiting or (all(getattr(c, "settles_when_quiet", False) for c in waiting) and self._settled(h))
 
         try:
             wait_for(done, timeout=timeout, interval=interval,
                      what=f"the checkers {', '.join(c.name for c in checkers)} to decide")
         except WaitTimeout:
             pass
+
+    def _settled(self, history: list[dict[str, Any]]) -> bool:
+        """Nothing of the case moved for bounds.QUIET seconds counted in the run's pace (progress.last_activity)
+        and the proxy holds nothing: the evidence a checker that decides on a violation alone waits for is in."""
+        from harness.checkers import progress
+
+        last = progress.last_activity(history)
+        if last is None or time.time() - last < bounds.QUIET * progress.pace(history).factor:
+            return False
+        return self.proxy is None or not (self.proxy.state().get("holds") or [])
 
     # ---- steps shared by cases -------------------------------------------------------------------
     def load_plan(self, name: str) -> dict[str, Any]:

@@ -194,3 +194,20 @@ def test_at_least_without_a_bound_above_decides_once_reached():
     assert c.decided(h, {}, _names(h)) and results(judge(c, h)) == ["held"]
     h = sorted(start() + [req(1, VICTIM, write="pending")], key=lambda e: e["ts"])
     assert not c.decided(h, {}, _names(h)) and results(judge(c, h)) == ["violated"]
+
+
+def test_log_count_until_admitted_ends_the_count_at_the_admission_not_at_a_timer():
+    """kubernetes-sigs/kueue#9889 slept 16 s for re-queues to pass; with until_admitted the count is final once w1
+    is Admitted (fixed Kueue: at once), or over max (affected: the 3rd re-queue, backoff 1, 2, 4 s)."""
+    from harness.history.names import Names
+
+    c = LogCount(msg="^Workload re-queued for second pass$", objects=["w1"], max=2, until_admitted=True)
+    h = start() + [log(1, "Workload re-queued for second pass", name="w1")]
+    pending = {"workloads": [{"metadata": {"namespace": NS, "name": "w1"}, "status": {}}]}
+    admitted = {"workloads": [{"metadata": {"namespace": NS, "name": "w1"},
+                               "status": {"conditions": [{"type": "Admitted", "status": "True"}]}}]}
+    assert not c.decided(h, pending, Names(h)) and c.decided(h, admitted, Names(h))
+    three = h + [log(3, "Workload re-queued for second pass", name="w1"), log(7, "Workload re-queued for second pass", name="w1")]
+    assert c.decided(three, pending, Names(three))
+    with pytest.raises(ValueError, match="until_admitted"):
+        LogCount(msg="x", max=1, until_admitted=True)
