@@ -42,7 +42,7 @@ import yaml
 
 from harness.common.errors import EnvironmentNotReady, HarnessError
 from harness.common.procs import ProcessGroup, reap_stale
-from harness.common.waiting import WaitTimeout, wait_for
+from harness.common.waiting import WaitTimeout, wait_for, wait_progressing
 from harness.env.incluster_config import InClusterKueueConfig
 from harness.env import webhook_ready
 from harness.env.pod_logs import PodLogFollower
@@ -236,8 +236,18 @@ class InClusterEnvironment(InClusterKueueConfig):
         from kubernetes import client
 
         r = self.routing
-        pod = wait_for(lambda: r.routed_pod(self.run_id, exclude), timeout=timeout,
-                       what="the routed Kueue Pod to be Ready", describe=r.diagnose)
+
+        def pods_state() -> str:
+            return "; ".join(f"{p['metadata']['name']} {(p.get('status') or {}).get('phase')} "
+                             f"{[c.get('ready') for c in (p.get('status') or {}).get('containerStatuses') or []]}"
+                             for p in r.pods()[:3]) or "no Pod"
+
+        try:
+            # Bounded by progress (a Pod created, scheduled, started, ready), `timeout` s of none; said every 20 s.
+            pod = wait_progressing(lambda: r.routed_pod(self.run_id, exclude), state=pods_state, stall=timeout,
+                                   what="the routed Kueue Pod to be Ready", interval=0.5, say=self.say)
+        except WaitTimeout as e:
+            raise EnvironmentNotReady(f"{e}\n{r.diagnose()}") from None
         self.pod = pod["metadata"]["name"]
         self.pod_restarts = self._restarts(pod)
         self._log = PodLogFollower(self.api_client(), r.namespace, self.pod, r.container, self.kueue_log,

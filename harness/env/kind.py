@@ -38,7 +38,7 @@ import yaml
 
 from harness.common import pki
 from harness.common.errors import EnvironmentNotReady, HarnessError
-from harness.common.waiting import wait_for
+from harness.common.waiting import wait_progressing
 from harness.env import incluster
 
 Say = Callable[[str], None]
@@ -282,25 +282,27 @@ def apply_manifests(api_client, docs: list[dict[str, Any]], say: Say = _say,
             if d["kind"] == "CustomResourceDefinition":
                 crds.append(d["metadata"]["name"])
         if crds:
-            _wait_crds(api_client, crds)
+            _wait_crds(api_client, crds, say=say)
             dyn.resources.invalidate_cache()
     say(f"applied {len(applied)} objects of Kueue's manifests (server-side, field manager {field_manager})")
     return applied
 
 
-def _wait_crds(api_client, names: list[str], timeout: float = 60) -> None:
+def _wait_crds(api_client, names: list[str], stall: float = 60, say: Say = _say) -> None:
+    """Until every CRD of `names` is Established: as long as more of them become so (a loaded cluster took over
+    60 s for 12 CRDs, and a fixed 60 s voided the whole run), failing only when none did for `stall` seconds;
+    a line every 20 s says how many are."""
     from kubernetes import client
 
     ext = client.ApiextensionsV1Api(api_client)
 
-    def established() -> bool:
-        for n in names:
-            conds = {c.type: c.status for c in (ext.read_custom_resource_definition(n).status.conditions or [])}
-            if conds.get("Established") != "True":
-                return False
-        return True
+    def count() -> str:
+        done = sum(1 for n in names if {c.type: c.status for c in (
+            ext.read_custom_resource_definition(n).status.conditions or [])}.get("Established") == "True")
+        return f"{done} of {len(names)} CRDs Established"
 
-    wait_for(established, timeout=timeout, what=f"{len(names)} CRDs to be Established")
+    wait_progressing(lambda: count().startswith(f"{len(names)} of"), state=count, stall=stall,
+                     what=f"{len(names)} CRDs to be Established", say=say)
 
 
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import yaml
 
 from harness.common.errors import EnvironmentNotReady, HarnessError
-from harness.common.waiting import WaitTimeout, wait_for
+from harness.common.waiting import WaitTimeout, wait_progressing
 
 Say = Callable[[str], None]
 
@@ -558,9 +558,17 @@ class KueueRouting:
             done, _ = rollout_status(d)
             return d if done else None
 
+        def state() -> str:
+            d = self.read()
+            pods = ", ".join(f"{p['metadata']['name']} {(p.get('status') or {}).get('phase')}"
+                             for p in self.pods()[:3])
+            return f"{rollout_status(d)[1]}; Pods: {pods or 'none'}"
+
         try:
-            return wait_for(probe, timeout=timeout, what=f"{what} of {self.namespace}/{self.deployment}",
-                            interval=1.0, describe=lambda: rollout_status(self.read())[1])
+            # Bounded by progress (the rollout's message or a Pod's phase changing), `timeout` seconds of none:
+            # a loaded runner's rollout is slow, not stuck; a line every 20 s says where it is.
+            return wait_progressing(probe, state=state, stall=timeout, cap=max(timeout, 3 * timeout),
+                                    what=f"{what} of {self.namespace}/{self.deployment}", interval=1.0, say=self.say)
         except (WaitTimeout, EnvironmentNotReady) as e:
             raise EnvironmentNotReady(f"{e}\n{self.diagnose()}") from None
 

@@ -94,3 +94,19 @@ def test_describe_not_called_on_success() -> None:
         raise AssertionError("describe must only run on timeout")
 
     assert wait_for(lambda: "yes", timeout=1, what="x", describe=describe) == "yes"
+
+
+def test_wait_progressing_goes_on_while_the_state_moves_and_says_so() -> None:
+    """Bounded by progress: a slow cluster that keeps moving is waited for; one that stops moving fails fast,
+    naming what it saw; a line every `every` seconds says what it waits for."""
+    import itertools
+
+    from harness.common.waiting import WaitTimeout, wait_progressing
+
+    n = itertools.count()
+    said: list[str] = []
+    got = wait_progressing(lambda: next(n) >= 8, state=lambda: next(iter([object()])), stall=0.05, what="x",
+                           interval=0.01, say=said.append, every=0.02)
+    assert got is True and said and said[0].startswith("waiting for x (")
+    with pytest.raises(WaitTimeout, match=r"gave up waiting for 3 CRDs after \d+s: nothing moved for 0s; last seen: 1 of 3"):
+        wait_progressing(lambda: False, state=lambda: "1 of 3", stall=0.1, what="3 CRDs", interval=0.01)
