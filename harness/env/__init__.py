@@ -17,9 +17,10 @@ from harness.common.errors import HarnessError
 
 
 def start_target(target: str, option: Callable[[str], Any], kueue_version: str,
-                 artifacts: Path, kueue_spec: Any = None) -> Any:
+                 artifacts: Path, kueue_spec: Any = None, say: Callable[[str], None] | None = None) -> Any:
     """Start the `kind` or `kubeconfig` target from the pytest options (`option` = config.getoption).
-    `kueue_spec` (harness.build.kueue.KueueSpec): the build the kind target makes its Kueue image from."""
+    `kueue_spec` (harness.build.kueue.KueueSpec): the build the kind target makes its Kueue image from;
+    `say`: where its progress lines go (default: stderr)."""
     from harness.env import incluster
 
     if target == "kind":
@@ -30,6 +31,7 @@ def start_target(target: str, option: Callable[[str], Any], kueue_version: str,
             node_image=option("--kind-image"),
             manifests=option("--kueue-manifests"), keep_cluster=bool(option("--keep-env")),
             proxy_listen_host=option("--proxy-listen-host"), proxy_server_host=option("--proxy-server-host"),
+            **({"say": say} if say is not None else {}),
         )
     if target == "kubeconfig":
         path = Path(option("kh_kubeconfig") or incluster.default_kubeconfig())
@@ -38,5 +40,6 @@ def start_target(target: str, option: Callable[[str], Any], kueue_version: str,
         return incluster.InClusterEnvironment.start(
             kueue_version, artifacts, path, target="kubeconfig", context=option("--kube-context"),
             proxy_listen_host=option("--proxy-listen-host"), proxy_server_host=option("--proxy-server-host"),
+            **({"say": say} if say is not None else {}),
         )
     raise HarnessError(f"unknown target {target!r}: local, kind or kubeconfig")

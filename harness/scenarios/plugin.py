@@ -193,6 +193,22 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
     return p
 
 
+def say_uncaptured(config: pytest.Config):
+    """A `say` for the environment whose lines reach the terminal during a case too (pytest captures a case's
+    stderr): a build of kwok or kube-scheduler a Pods case waits for — or another process's build lock it waits
+    on — says so every 20 s instead of leaving a case silent for minutes."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+
+    def say(line: str) -> None:
+        if capman is None:
+            print(f"[kueue-harness] {line}", file=sys.stderr, flush=True)
+            return
+        with capman.global_and_fixture_disabled():
+            print(f"[kueue-harness] {line}", file=sys.stderr, flush=True)
+
+    return say
+
+
 @pytest.fixture(scope="session")
 def kueue_env(request: pytest.FixtureRequest, kueue_version: str, kueue_spec, artifacts_dir: Path):
     """The session's environment, started once per session: `--target local` (etcd, kube-apiserver,
@@ -204,14 +220,15 @@ def kueue_env(request: pytest.FixtureRequest, kueue_version: str, kueue_spec, ar
         request.config._kh_env = PROVIDED_ENV  # type: ignore[attr-defined]
         yield PROVIDED_ENV
         return
+    say = say_uncaptured(request.config)
     if target == "local":
         from harness.env.local import LocalEnvironment
 
-        env = LocalEnvironment.start(kueue_spec, artifacts=artifacts_dir / "env")
+        env = LocalEnvironment.start(kueue_spec, artifacts=artifacts_dir / "env", say=say)
     else:
         from harness.env import start_target
 
-        env = start_target(target, request.config.getoption, kueue_version, artifacts_dir / "env", kueue_spec)
+        env = start_target(target, request.config.getoption, kueue_version, artifacts_dir / "env", kueue_spec, say=say)
     request.config._kh_env = env  # type: ignore[attr-defined]
     yield env
     # In a cluster the routing is always undone (the proxy ends with the session); --keep-env keeps a
