@@ -47,6 +47,8 @@ Say = Callable[[str], None]
 CAP_SYS_RESOURCE = 24
 #: Where the harness's own daemon keeps its sockets (short: unix socket paths are limited to 108 bytes).
 RUN_DIR = Path(os.environ.get("KUEUE_HARNESS_DOCKER_RUN", "/run/kueue-harness-docker"))
+#: In RUN_DIR while the harness's own daemon was started to be kept (`keep`): runs ending leave it running.
+KEPT_MARK = "kept"
 RUNTIME_NAME = "kueue-harness-runc"
 PACKAGES = ("docker.io", "iptables")
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
@@ -278,7 +280,7 @@ class Engine:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for f in ("docker.sock", "dockerd.pid"):
+        for f in ("docker.sock", "dockerd.pid", KEPT_MARK):
             (RUN_DIR / f).unlink(missing_ok=True)
         if self.made_bridge and Path("/sys/class/net/docker0").exists():
             # dockerd leaves its default bridge behind; this run made it, so it goes too.
@@ -290,6 +292,48 @@ class Engine:
         if os.environ.get("DOCKER_HOST") == self.host:
             del os.environ["DOCKER_HOST"]
         self.say(f"stopped dockerd (pid {pid})")
+
+
+def users(host: str) -> list[str]:
+    """What still runs on the engine at `host`: its running containers, "NAME (kind cluster C)" for a kind node.
+    [] when none (or the engine does not answer)."""
+    try:
+        p = subprocess.run(["docker", "ps", "--format", '{{.Names}} {{.Label "io.x-k8s.kind.cluster"}}'],
+                           capture_output=True, text=True, env={**os.environ, "DOCKER_HOST": host}, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if p.returncode != 0:
+        return []
+    out = []
+    for line in p.stdout.splitlines():
+        name, _, cluster = line.strip().partition(" ")
+        if name:
+            out.append(f"{name} (kind cluster {cluster})" if cluster.strip() else name)
+    return out
+
+
+def kept() -> bool:
+    """Whether the harness's own daemon was started to outlive its run (`--keep-env`, `engine up`)."""
+    return (RUN_DIR / KEPT_MARK).exists()
+
+
+def release(say: Say = _say) -> None:
+    """At the end of a run that used the harness's own daemon: stop it when it is not kept and nothing runs on it
+    any more (another run's kind cluster, a kept cluster); otherwise leave it running and say who uses it. So the
+    last run out stops it, whichever run started it (a run that stopped it under another run's cluster failed
+    that run)."""
+    own = find_own()
+    if own is None:
+        return
+    own.say = say
+    if kept():
+        say(f"dockerd (pid {own.pid}) stays: it was started to be kept (`python -m harness.env.engine down` stops it)")
+        return
+    still = users(own.host)
+    if still:
+        say(f"dockerd (pid {own.pid}) stays: still used by {', '.join(still)}")
+        return
+    own.stop()
 
 
 def iptables_policy(chain: str = "FORWARD") -> str | None:
@@ -392,6 +436,10 @@ def start_daemon(say: Say = _say, keep: bool = False) -> Engine:
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-10:])
         raise EnvironmentNotReady(f"dockerd exited {proc.returncode} at start; last lines of {log_path}:\n{tail}")
     eng.seconds = time.monotonic() - t0
+    if keep:
+        (RUN_DIR / KEPT_MARK).write_text(f"{os.getpid()}\n")
+    else:
+        (RUN_DIR / KEPT_MARK).unlink(missing_ok=True)
     os.environ["DOCKER_HOST"] = host
     say(f"started dockerd (pid {proc.pid}, data {data}) in {eng.seconds:.1f}s; it stops with this run"
         + (" unless kept" if keep else ""))
@@ -441,8 +489,9 @@ def main(argv: list[str] | None = None) -> int:
                                 description="The container engine the kind target uses (harness/env/engine.py).")
     p.add_argument("cmd", choices=["up", "down", "status", "leftovers"],
                    help="up: find or start one (prints its DOCKER_HOST; it keeps running); down: stop the harness's "
-                        "own daemon; status: say which answers; leftovers: list what a kind run left (exit 1 if any)")
+                        "own daemon (refused while containers run on it: it says which); status: say which answers; leftovers: list what a kind run left (exit 1 if any)")
     p.add_argument("--cluster", default="kueue-harness", help="leftovers: the kind cluster's name")
+    p.add_argument("--force", action="store_true", help="down: stop it even while containers still run on it")
     p.add_argument("--since", type=float, help="leftovers: a harness dockerd started before this epoch time is "
                                                "not this run's")
     a = p.parse_args(argv)
@@ -459,6 +508,11 @@ def main(argv: list[str] | None = None) -> int:
         if eng is None:
             print("the harness's own dockerd is not running")
             return 0
+        still = users(eng.host)
+        if still and not a.force:
+            print(f"the harness's dockerd (pid {eng.pid}) is still used by: {', '.join(still)}; stop those first "
+                  "(`kind delete cluster --name NAME` for a kept cluster), or give --force")
+            return 1
         eng.stop()
         return 0
     for host in filter(None, (os.environ.get("DOCKER_HOST"), DEFAULT_SOCKET, own_host())):

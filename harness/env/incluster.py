@@ -48,8 +48,6 @@ from harness.env import webhook_ready
 from harness.env.pod_logs import PodLogFollower
 from harness.env.routing import (
     ANN_ROUTED_BY,
-    KUEUE_CONFIG_KEY,
-    KUEUE_CONFIGMAP,
     KUEUE_DEPLOYMENT,
     KUEUE_NAMESPACE,
     SECRET_NAME,
@@ -100,6 +98,8 @@ class InClusterEnvironment(InClusterKueueConfig):
     kueue_build: Any = None
     #: Called at the end of stop(), last first (the kind target deletes a cluster it created here).
     cleanups: list[Callable[[], None]] = field(default_factory=list)
+    #: The cluster's one-run lock (harness/env/cluster_lock.py), released by stop() after the routing's undo.
+    lock: Any = None
     _api: Any = None
     _log: PodLogFollower | None = None
     #: Problems of the log followers of earlier Pods (restart_kueue replaces the follower).
@@ -129,7 +129,7 @@ class InClusterEnvironment(InClusterKueueConfig):
         namespace: str = KUEUE_NAMESPACE, deployment: str = KUEUE_DEPLOYMENT, check_version: bool = True,
         state: Path | None = None, procs: ProcessGroup | None = None, run_id: str | None = None,
         cleanups: list[Callable[[], None]] | None = None, rollout_timeout: float = 240.0, say: Say = _say,
-        kueue_build: Any = None,
+        kueue_build: Any = None, lock: Any = None,
     ) -> "InClusterEnvironment":
         """Route the cluster's Kueue through a proxy on this machine and wait until it runs that way.
 
@@ -153,6 +153,15 @@ class InClusterEnvironment(InClusterKueueConfig):
                   routing=KueueRouting(api, namespace, deployment, say=say), run_id=run_id, say=say,
                   cleanups=list(cleanups or []), _api=api, kueue_build=kueue_build)
         try:
+            # One run at a time on a cluster (harness/env/cluster_lock.py): taken before anything is touched, so a
+            # second run never undoes a live run's routing.
+            if lock is None:
+                from harness.env.cluster_lock import ClusterLock
+
+                lock = ClusterLock(api, run_id, say)
+            env.lock = lock
+            if not lock.held:
+                lock.acquire()
             env._start(proxy_listen_host, proxy_server_host, check_version, rollout_timeout)
         except BaseException:
             try:
@@ -456,26 +465,6 @@ class InClusterEnvironment(InClusterKueueConfig):
     def _webhooks_answer(self) -> bool:
         return webhooks_answer(self.api_client())
 
-    def _save_config(self) -> None:
-        """Kueue's Configuration from its ConfigMap, to state/kueue-config.yaml (the report reads feature
-        gates there) and to the artifacts."""
-        from kubernetes import client
-
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            cm = client.CoreV1Api(self.api_client()).read_namespaced_config_map(KUEUE_CONFIGMAP, self.routing.namespace)
-            text = (cm.data or {}).get(KUEUE_CONFIG_KEY)
-        except ApiException as e:
-            if e.status != 404:
-                raise
-            text = None  # a cluster may configure Kueue otherwise (no ConfigMap: its defaults)
-            self.say(f"no ConfigMap {self.routing.namespace}/{KUEUE_CONFIGMAP}: Kueue's feature gates are "
-                     "read as its defaults")
-        if text:
-            (self.state / "kueue-config.yaml").write_text(text)
-            (self.artifacts / "kueue-config.yaml").write_text(text)
-
     def _save_objects(self) -> None:
         """The routed Deployment and Pod as evidence (no secret in them: the token is a file in the Pod)."""
         from kubernetes.client.exceptions import ApiException
@@ -533,6 +522,8 @@ class InClusterEnvironment(InClusterKueueConfig):
         except Exception as e:  # noqa: BLE001 - reported at the end (raised), after the rest is undone
             errors.append(f"undoing the routing of {self.routing.namespace}/{self.routing.deployment}: "
                           f"{type(e).__name__}: {e}")
+        if self.lock is not None:
+            self.lock.release()  # the routing is undone: another run may have the cluster
         if self._tainted_nodes:
             try:
                 self.keep_pods_on_case_nodes(False)

@@ -27,6 +27,25 @@ class InClusterKueueConfig:
     _installed_config: str | None = None
     kueue_config: Any = None
 
+    def _save_config(self) -> None:
+        """Kueue's Configuration from its ConfigMap, to state/kueue-config.yaml (the report reads feature
+        gates there) and to the artifacts."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            cm = client.CoreV1Api(self.api_client()).read_namespaced_config_map(KUEUE_CONFIGMAP, self.routing.namespace)
+            text = (cm.data or {}).get(KUEUE_CONFIG_KEY)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            text = None  # a cluster may configure Kueue otherwise (no ConfigMap: its defaults)
+            self.say(f"no ConfigMap {self.routing.namespace}/{KUEUE_CONFIGMAP}: Kueue's feature gates are "
+                     "read as its defaults")
+        if text:
+            (self.state / "kueue-config.yaml").write_text(text)
+            (self.artifacts / "kueue-config.yaml").write_text(text)
+
     def _read_config(self) -> str:
         from kubernetes import client
 

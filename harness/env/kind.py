@@ -349,8 +349,9 @@ def start(
     cleanups: list[Callable[[], None]] = []
     try:
         eng = engine.ensure(say, keep=keep_cluster)
-        if eng.started_here and not keep_cluster:
-            cleanups.append(eng.stop)
+        if not keep_cluster and (eng.started_here or eng.host == engine.own_host()):
+            # The harness's own daemon is stopped by the last run out, not under another run's cluster.
+            cleanups.append(lambda: engine.release(say))
         timings["engine_seconds"] = time.monotonic() - t0
         kind_binary(say, install=True)
         kb = None
@@ -388,6 +389,11 @@ def start(
         admin = state / "admin.kubeconfig"
         pki.write_private(admin, get_kubeconfig(cluster).encode())
         api = incluster.api_client_from_kubeconfig(admin)
+        from harness.env.cluster_lock import ClusterLock
+
+        lock = ClusterLock(incluster.api_client_from_kubeconfig(admin), run_id, say)  # its own client: kept open
+        lock.acquire()  # before anything is touched: a live run's routing is never undone (ClusterInUse)
+        cleanups.append(lock.release)
         routing = incluster.KueueRouting(api, say=say)
         if _kueue_installed(routing) and routing.routed_by():
             say("Kueue in this cluster is still routed by an earlier run; undoing that first")
@@ -403,7 +409,7 @@ def start(
         env = incluster.InClusterEnvironment.start(
             kueue_version, artifacts, admin, target="kind", proxy_listen_host=listen,
             proxy_server_host=proxy_server_host, state=state, run_id=run_id, say=say,
-            check_version=kb is None, kueue_build=kb,
+            check_version=kb is None, kueue_build=kb, lock=lock,
         )
     except BaseException:
         _cleanup_all(cleanups, say)

@@ -20,6 +20,13 @@ import yaml
 
 from harness.common.errors import EnvironmentNotReady, HarnessError
 from harness.common.waiting import WaitTimeout, wait_progressing
+from harness.env import routed_kueue
+from harness.env.routed_kueue import (  # noqa: F401 - Kueue's ConfigMap names, importable from here too
+    KUEUE_CONFIG_KEY,
+    KUEUE_CONFIGMAP,
+    KUEUE_LEASE,
+    kueue_leader_election,
+)
 
 Say = Callable[[str], None]
 
@@ -31,17 +38,6 @@ KUEUE_DEPLOYMENT = "kueue-controller-manager"
 
 
 KUEUE_CONTAINER = "manager"
-
-
-#: ConfigMap of the release manifests holding Kueue's Configuration (config/components/manager).
-KUEUE_CONFIGMAP = "kueue-manager-config"
-
-
-KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
-
-
-#: leaderElection.resourceName of the release configuration.
-KUEUE_LEASE = "c1f6bfd2.kueue.x-k8s.io"
 
 
 SECRET_NAME = "kueue-harness-kubeconfig"
@@ -83,12 +79,6 @@ ANN_ORIGINAL_PLACEMENT = "kueue-harness/original-placement"
 #: The Deployment's own `strategy` before routing (JSON), restored by the undo: the routed Kueue rolls out with
 #: Recreate (its leader election is off, so two Kueue Pods must never run side by side).
 ANN_ORIGINAL_STRATEGY = "kueue-harness/original-strategy"
-
-
-#: On ConfigMap kueue-manager-config: Kueue's Configuration as installed (the text), restored by the undo. The
-#: routed Kueue runs with leaderElection.leaderElect false: with one kubeconfig for all its traffic, its Lease
-#: renewals went through the fault proxy, timed out at load 25-31 and Kueue exited ("leader election lost").
-ANN_ORIGINAL_CONFIG = "kueue-harness/original-config"
 
 
 #: The label kube-scheduler's hostname topology uses; Kueue's routed Pod stays on the Node it ran on.
@@ -189,22 +179,6 @@ def original_strategy(deployment: dict[str, Any]) -> dict[str, Any]:
     if ann is not None:
         return json.loads(ann)
     return dict((deployment.get("spec") or {}).get("strategy") or {})
-
-
-def routed_config(text: str) -> str | None:
-    """Kueue's Configuration `text` with leaderElection.leaderElect false, or None when it already is (or the
-    text is not a mapping: left alone). Why: ANN_ORIGINAL_CONFIG."""
-    try:
-        cfg = yaml.safe_load(text) if text.strip() else {}
-    except yaml.YAMLError:
-        return None
-    if not isinstance(cfg, dict):
-        return None
-    le = cfg.get("leaderElection") if isinstance(cfg.get("leaderElection"), dict) else {}
-    if le.get("leaderElect") is False:
-        return None
-    cfg["leaderElection"] = {**le, "leaderElect": False}
-    return yaml.safe_dump(cfg, sort_keys=False)
 
 
 def original_placement(deployment: dict[str, Any]) -> dict[str, Any]:
@@ -463,53 +437,13 @@ class KueueRouting:
                 raise
             self.core.replace_namespaced_secret(SECRET_NAME, self.namespace, secret)
         placement = (original_placement(dep), self._running_node())
-        self.route_config()
+        routed_kueue.route_config(self.core, self.namespace)
         patched = self.apps.patch_namespaced_deployment(
             self.deployment, self.namespace,
             render_deployment_patch(orig, run_id, self.container, placement, original_strategy(dep)),
             field_manager=FIELD_MANAGER,
         )
         return self.api.sanitize_for_serialization(patched)
-
-    def route_config(self) -> bool:
-        """Kueue's Configuration (ConfigMap kueue-manager-config) with leaderElection.leaderElect false, the text
-        as installed kept in ANN_ORIGINAL_CONFIG for the undo (a run killed before its undo leaves it for the
-        next run's). Returns whether it changed anything (False: no ConfigMap, or leader election already off)."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            cm = self.api.sanitize_for_serialization(self.core.read_namespaced_config_map(KUEUE_CONFIGMAP, self.namespace))
-        except ApiException as e:
-            if e.status == 404:
-                return False  # a cluster that configures Kueue otherwise: its leader election stays as it is
-            raise
-        text = (cm.get("data") or {}).get(KUEUE_CONFIG_KEY) or ""
-        routed = routed_config(text)
-        if routed is None:
-            return False
-        anns = (cm.get("metadata") or {}).get("annotations") or {}
-        keep = {} if ANN_ORIGINAL_CONFIG in anns else {ANN_ORIGINAL_CONFIG: text}
-        self.core.patch_namespaced_config_map(KUEUE_CONFIGMAP, self.namespace, {
-            "metadata": {"annotations": keep}, "data": {KUEUE_CONFIG_KEY: routed}}, field_manager=FIELD_MANAGER)
-        return True
-
-    def unroute_config(self) -> bool:
-        """Put Kueue's installed Configuration back (ANN_ORIGINAL_CONFIG), if route_config changed it."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            cm = self.api.sanitize_for_serialization(self.core.read_namespaced_config_map(KUEUE_CONFIGMAP, self.namespace))
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise
-        anns = (cm.get("metadata") or {}).get("annotations") or {}
-        if ANN_ORIGINAL_CONFIG not in anns:
-            return False
-        self.core.patch_namespaced_config_map(KUEUE_CONFIGMAP, self.namespace, {
-            "metadata": {"annotations": {ANN_ORIGINAL_CONFIG: None}},
-            "data": {KUEUE_CONFIG_KEY: anns[ANN_ORIGINAL_CONFIG]}}, field_manager=FIELD_MANAGER)
-        return True
 
     def _running_node(self) -> str | None:
         """The Node a running Kueue Pod of the Deployment is on (the newest), None when none runs."""
@@ -524,7 +458,7 @@ class KueueRouting:
         dep = self.read()
         out = None
         anns = dep["metadata"].get("annotations") or {}
-        self.unroute_config()  # before the rollout back, which then starts Kueue as installed
+        routed_kueue.unroute_config(self.core, self.namespace)  # before the rollout back: Kueue as installed
         if ANN_ORIGINAL_ARGS in anns:
             placement = json.loads(anns[ANN_ORIGINAL_PLACEMENT]) if ANN_ORIGINAL_PLACEMENT in anns else None
             strategy = json.loads(anns[ANN_ORIGINAL_STRATEGY]) if ANN_ORIGINAL_STRATEGY in anns else None
@@ -624,20 +558,3 @@ class KueueRouting:
             except (ApiException, HTTPError, OSError) as e:  # e.g. 400 while the container starts
                 lines.append(f"  (no log: {type(e).__name__}: {getattr(e, 'reason', e)})")
         return "Kueue's Pods:\n" + "\n".join(lines) if lines else "Kueue has no Pods"
-
-
-def kueue_leader_election(api_client, namespace: str) -> tuple[bool, str, str]:
-    """(enabled, lease namespace, lease name) from Kueue's Configuration in ConfigMap kueue-manager-config
-    (release defaults when it is absent or silent)."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    le: dict[str, Any] = {}
-    try:
-        cm = client.CoreV1Api(api_client).read_namespaced_config_map(KUEUE_CONFIGMAP, namespace)
-        le = (yaml.safe_load((cm.data or {}).get(KUEUE_CONFIG_KEY) or "") or {}).get("leaderElection") or {}
-    except ApiException as e:
-        if e.status != 404:
-            raise
-    return (le.get("leaderElect", True) is not False, le.get("resourceNamespace") or namespace,
-            le.get("resourceName") or KUEUE_LEASE)

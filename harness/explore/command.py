@@ -18,7 +18,6 @@ from harness.explore import generate
 from harness.explore.driver import Explorer, resolve_case
 from harness.explore.tables import merge, render_summary
 
-
 #: `--workers` at most: each is a whole environment (about 1 GiB of memory and some CPU even when idle).
 MAX_WORKERS = 8
 #: `--workers` when not given (docs/benchmarks.md "Explore: workers": 2 doubles the rate of 1 on 2 cores).

@@ -40,12 +40,22 @@ from harness.common import paths
 from harness.common.errors import HarnessError
 from harness.explore import PROGRESS_FILE, RESULT_FILE, generate, oracles, salvage
 from harness.explore.cases import case_slug, resolve_case  # noqa: F401 - resolve_case: re-exported
-from harness.explore.findings import cluster_key, clusters, finding_header, key_matches, outcome, violation_keys
+from harness.explore.findings import (
+    cluster_key,
+    clusters,
+    finding_header,
+    key_matches,
+    outcome,
+    summary_of,
+    trace_of,
+    violation_keys,
+    write_lead,
+)
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
 from harness.explore.plugin import same_case
 from harness.explore.stream import Stream
-from harness.explore.tables import render_summary
+from harness.explore.tables import progress_kind, progress_line, render_summary
 from harness.explore.trace import Trace
 
 ROOT = paths.ROOT
@@ -293,21 +303,11 @@ class Explorer:
 
     def _progress(self, line: dict[str, Any], k: int, n: int) -> None:
         """A progress line; its counters are the table's (counts()) plus this batch's runs so far."""
-        c = self.counts()
-        what = {"reproduced": "VIOLATION", "passed": "passed"}.get(str(line.get("verdict")),
-                                                                  "discarded" if line.get("assumption_failed") else "error")
-        # Not perturbations: no-op (n), minimising (m), reference (ref), confirming (r) runs, salvage replays (h).
-        real = not str(line.get("run", "")).split("-")[-1].startswith(("n", "m", "ref", "r", "h"))
-        if real:
+        what = progress_kind(line)
+        if not str(line.get("run", "")).split("-")[-1].startswith(("n", "m", "ref", "r", "h")):  # a perturbation
             self.batch_tally[what] = self.batch_tally.get(what, 0) + 1
-        t = self.batch_tally
-        more = n - self.batch_size  # runs refilled at the batch's tail (stream.Stream.run)
-        self.say(f"[explore {self.minutes():5.1f} min] batch {self.batches} run {k}/{n}"
-                 f"{f' ({more} refilled)' if more > 0 else ''} {line.get('run')}: "
-                 f"{what} ({line.get('seconds', 0):.1f}s) | tried {c['tried'] + sum(t.values())}, "
-                 f"discarded {c['discarded'] + t.get('discarded', 0)}, "
-                 f"violations {c['violations'] + t.get('VIOLATION', 0)} ({c['distinct']} distinct so far), "
-                 f"queue {len(self.queue)}")
+        self.say(progress_line(self.minutes(), self.batches, k, n, n - self.batch_size, line, what, self.counts(),
+                               self.batch_tally, len(self.queue)))
 
     def record(self, rid: str, cand: Candidate | None, case: str, res: dict[str, Any] | None,
                role: str = "perturbation") -> RunRecord:
@@ -468,7 +468,7 @@ class Explorer:
         self.findings[fid] = f = {"key": key, "id": fid, "causes": [cause], "first_run": rec.id,
                                   "first_index": rec.index, "first_minutes": rec.at_minutes, "case": rec.case,
                                   "plan": rec.words, "moves": rec.moves, "runs": [rec.id], "bundle": rec.bundle,
-                                  "evidence": rec.evidence, "summary": self._summary_of(rec, key)}
+                                  "evidence": rec.evidence, "summary": summary_of(rec.evidence, key)}
         if same:
             f["variant_of"] = same[0]["id"]
         if note:
@@ -478,22 +478,6 @@ class Explorer:
         self.minimize_finding(f, cand)
         if f.get("minimal"):
             f["causes"] = list(dict.fromkeys([*f["causes"], cluster_key(key, f["minimal"])]))
-
-    def _summary_of(self, rec: RunRecord, key: str) -> str:
-        try:
-            res = json.loads((Path(rec.evidence) / RESULT_FILE).read_text())
-        except (OSError, ValueError):
-            return ""
-        return next((x["summary"] for x in res.get("findings") or []
-                     if x.get("result") == "violated" and not x.get("assumption")
-                     and key.startswith(f"{x.get('check')}:")), "")
-
-    def _trace_of(self, evidence: str) -> Trace | None:
-        try:
-            res = json.loads((Path(evidence) / RESULT_FILE).read_text())
-        except (OSError, ValueError):
-            return None
-        return Trace.from_events(res["events"], res["namespace"], res["jobs"])
 
     def minimize_finding(self, f: dict[str, Any], cand: Candidate) -> None:
         """Minimise the plan of finding `f` (minimize.py) and save it under findings/ (module docstring)."""
@@ -536,7 +520,7 @@ class Explorer:
         known = {plan_key(cand.moves): (hits, n)} if got is not None else {}
         if got is not None and 0 < hits < n and len(cand.moves) < self.max_depth:
             # Reproduced only sometimes: one more move, on the writes of the violating run's race first.
-            trace = self._trace_of(f["evidence"])
+            trace = trace_of(f["evidence"])
             ext = generate.extensions(cand, trace, set(), self.max_depth)[:STRENGTHEN] if trace else []
             self.say(f"[explore] {key} reproduced {hits}/{n}: trying {len(ext)} plan(s) with one more move")
             moves, hits, steps = strengthen(cand.moves, hits, [e.moves for e in ext], evaluate, n)
@@ -561,24 +545,13 @@ class Explorer:
         self.say(f"[explore] {key}: minimal plan ({len(m.moves)} move(s), reproduced {f['reproduced']}) -> {path}")
 
     def _to_lead(self, f: dict[str, Any], cand: Candidate, why: str) -> None:
-        """A violation not confirmed is a lead, never a finding (issue "Judge progress, not the clock": a finding
-        saved with 0 of 5 confirmations): out of `findings`, into `leads` and leads/<id>.yaml with the plan that
-        violated once, to try again by hand (`pytest CASE --plan FILE --repeat=N`)."""
+        """A violation not confirmed is a lead, never a finding: out of `findings`, into `leads` and
+        leads/<id>.yaml (findings.write_lead)."""
         self.findings.pop(f["id"], None)
         f["lead"] = why
-        path = self.out / "leads" / f"{re.sub(r'[^a-z0-9]+', '-', str(f.get('id') or f['key']).lower()).strip('-')}.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        n = 1
-        while path.exists():  # a key that violated again later and again was not confirmed: keep every plan
-            n += 1
-            path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}.yaml")
-        header = "\n".join([f"A LEAD, NOT A FINDING: {f['key']} violated once, in run {f['first_run']}, and was not "
-                            f"confirmed ({why}).", f"Case: {cand.case}",
-                            f"Try it again: pytest {cand.case} --plan {path} --repeat=5"])
-        path.write_text(plan_document(cand.moves, f"explore-lead-{path.stem}", f["plan"], header=header))
-        f["file"] = str(path)
+        f["file"] = str(write_lead(self.out, f, cand.case, cand.moves, why))
         self.leads.append(f)
-        self.say(f"[explore] {f['key']} is a lead, not a finding: {why} -> {path}")
+        self.say(f"[explore] {f['key']} is a lead, not a finding: {why} -> {f['file']}")
 
     # ---- the whole thing --------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

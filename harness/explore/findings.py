@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from harness.explore.model import how_of
+from harness.explore.model import how_of, plan_document
 
 #: How a liveness violation went (harness/checkers/liveness.py summaries): part of its key, so a Workload
 #: stuck for ever and one admitted late are two findings.
@@ -110,3 +110,50 @@ def finding_header(f: Mapping[str, Any], kueue: str, case: str, path: Any, cli_a
         f"  .venv/bin/python -m pytest '{case}' --plan {path} {' '.join(cli_args)}",
         *([] if own_steps else [f"  .venv/bin/kueue-harness up --plan {path}   # then create the case's objects by hand"]),
     ])
+
+
+def write_lead(out: Any, f: Mapping[str, Any], case: str, moves: Any, why: str) -> Any:
+    """Write leads/<id>.yaml under folder `out` (a Path): the plan `moves` that violated `f["key"]` once in case
+    `case` and was not confirmed (`why`), headed as a lead, with the command to try it again by hand; returns its
+    path. A key that violated again later and again was not confirmed keeps every plan (<id>~N.yaml). Issue
+    "Judge progress, not the clock": a finding was saved with 0 of 5 confirmations."""
+    path = out / "leads" / f"{re.sub(r'[^a-z0-9]+', '-', str(f.get('id') or f['key']).lower()).strip('-')}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while path.exists():
+        n += 1
+        path = path.with_name(f"{path.stem.rsplit('~', 1)[0]}~{n}.yaml")
+    header = "\n".join([f"A LEAD, NOT A FINDING: {f['key']} violated once, in run {f['first_run']}, and was not "
+                        f"confirmed ({why}).", f"Case: {case}", f"Try it again: pytest {case} --plan {path} --repeat=5"])
+    path.write_text(plan_document(moves, f"explore-lead-{path.stem}", f["plan"], header=header))
+    return path
+
+
+def _result(evidence: str) -> dict[str, Any] | None:
+    """A run's explore.json (harness/explore/plugin.py writes it into the run's evidence folder), or None."""
+    import json
+    from pathlib import Path
+
+    from harness.explore import RESULT_FILE
+
+    try:
+        return json.loads((Path(evidence) / RESULT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def summary_of(evidence: str, key: str) -> str:
+    """The summary line of the violated invariant finding of `key` in the run whose evidence folder is `evidence`
+    ("" when there is none)."""
+    res = _result(evidence) or {}
+    return next((x["summary"] for x in res.get("findings") or []
+                 if x.get("result") == "violated" and not x.get("assumption")
+                 and key.startswith(f"{x.get('check')}:")), "")
+
+
+def trace_of(evidence: str) -> Any:
+    """The abstract history (trace.Trace) of the run whose evidence folder is `evidence`, or None."""
+    from harness.explore.trace import Trace
+
+    res = _result(evidence)
+    return Trace.from_events(res["events"], res["namespace"], res["jobs"]) if res else None

@@ -121,3 +121,21 @@ def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
         (out / "explore.json").write_text(json.dumps(result, indent=1, default=str))
         (out / "summary.md").write_text(render_summary(result))
     return result
+
+
+def progress_kind(line: dict[str, Any]) -> str:
+    """What a finished run was, for a progress line: VIOLATION, passed, discarded or error."""
+    return {"reproduced": "VIOLATION", "passed": "passed"}.get(
+        str(line.get("verdict")), "discarded" if line.get("assumption_failed") else "error")
+
+
+def progress_line(minutes: float, batch: int, k: int, n: int, refilled: int, line: dict[str, Any], what: str,
+                  c: dict[str, int], t: dict[str, int], queue: int) -> str:
+    """explore's progress line for run `k` of `n` of a batch (`refilled` of them added at its tail): `c` the
+    table's counts so far, `t` this batch's perturbations by kind (not no-op, minimising, reference, confirming
+    runs or salvage replays)."""
+    return (f"[explore {minutes:5.1f} min] batch {batch} run {k}/{n}"
+            f"{f' ({refilled} refilled)' if refilled > 0 else ''} {line.get('run')}: "
+            f"{what} ({line.get('seconds', 0):.1f}s) | tried {c['tried'] + sum(t.values())}, "
+            f"discarded {c['discarded'] + t.get('discarded', 0)}, "
+            f"violations {c['violations'] + t.get('VIOLATION', 0)} ({c['distinct']} distinct so far), queue {queue}")

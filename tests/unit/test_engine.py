@@ -125,3 +125,31 @@ def test_dockerd_iptables_are_removed_and_others_kept(monkeypatch):
                                                ["iptables", "-t", "filter", "-X", "DOCKER"],
                                                ["iptables", "-t", "filter", "-X", "DOCKER-USER"]]
     assert ["iptables", "-P", "FORWARD", "ACCEPT"] in calls
+
+
+def test_the_last_run_out_stops_the_harness_daemon_never_one_under_another_cluster(monkeypatch, tmp_path):
+    """`engine down` after one --keep-env run stopped the engine under another run's kind cluster, which failed.
+    Now a run's end (release) and `down` stop it only when nothing runs on it and it is not kept."""
+    stopped, said = [], []
+
+    class Own:
+        pid, host = 4242, "unix:///x.sock"
+        say = None
+
+        def stop(self):
+            stopped.append(self.pid)
+
+    monkeypatch.setattr(engine, "RUN_DIR", tmp_path)
+    monkeypatch.setattr(engine, "find_own", lambda: Own())
+    monkeypatch.setattr(engine, "users", lambda host: ["kind-b-control-plane (kind cluster b)"])
+    engine.release(said.append)
+    assert stopped == [] and "still used by kind-b-control-plane (kind cluster b)" in said[-1]
+    assert engine.main(["down"]) == 1 and stopped == []  # refused, naming the user
+    assert engine.main(["down", "--force"]) == 0 and stopped == [4242]
+    monkeypatch.setattr(engine, "users", lambda host: [])
+    (tmp_path / engine.KEPT_MARK).write_text("1\n")
+    engine.release(said.append)
+    assert stopped == [4242] and "started to be kept" in said[-1]
+    (tmp_path / engine.KEPT_MARK).unlink()
+    engine.release(said.append)
+    assert stopped == [4242, 4242]  # nothing on it, not kept: the last run out stops it

@@ -117,11 +117,13 @@ def test_routed_kueue_runs_without_leader_election_and_rolls_out_recreate():
     Kueue Pods side by side); the undo puts both back."""
     release = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nleaderElection:\n  leaderElect: true\n" \
               "  resourceName: c1f6bfd2.kueue.x-k8s.io\n"
-    routed = yaml.safe_load(ic.routed_config(release))
+    from harness.env.routed_kueue import routed_config
+
+    routed = yaml.safe_load(routed_config(release))
     assert routed["leaderElection"] == {"leaderElect": False, "resourceName": "c1f6bfd2.kueue.x-k8s.io"}
-    assert ic.routed_config(ic.routed_config(release)) is None  # off already: nothing to change
-    assert yaml.safe_load(ic.routed_config(""))["leaderElection"] == {"leaderElect": False}
-    assert ic.routed_config("- not a mapping") is None
+    assert routed_config(routed_config(release)) is None  # off already: nothing to change
+    assert yaml.safe_load(routed_config(""))["leaderElection"] == {"leaderElect": False}
+    assert routed_config("- not a mapping") is None
     own = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
     p = ic.render_deployment_patch(RELEASE_ARGS, "run-7", strategy=own)
     assert p["spec"]["strategy"] == {"type": "Recreate", "rollingUpdate": None}
