@@ -46,6 +46,18 @@ def proc_start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
+def cpu_ticks(pid: int) -> int | None:
+    """CPU time `pid` used so far, user + system, in clock ticks (/proc/<pid>/stat fields 14-15), None if gone: a
+    process starting on a slow machine is progressing while this grows (harness/env/local.py _wait_process)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def is_alive(pid: int, start: int | None) -> bool:
     """True if `pid` runs and (when `start` is given) is the same process that was recorded."""
     st = proc_start_time(pid)

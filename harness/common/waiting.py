@@ -55,13 +55,14 @@ SAY_EVERY = 20.0
 def wait_progressing(
     probe: Callable[[], T], *, state: Callable[[], Any], stall: float, what: str, cap: float = 3600.0,
     interval: float = 0.5, say: Callable[[str], None] | None = None, every: float = SAY_EVERY,
+    fatal: tuple[type[BaseException], ...] = (),
 ) -> T:
     """Like `wait_for`, but bounded by progress, not by a fixed budget: call `probe()` every `interval` seconds
     until it returns a truthy value and return it; `state()` says where things are (anything comparable: "9 of 12
     CRDs Established", a rollout's message). The wait goes on while that state keeps changing, and fails only when
     it did not change for `stall` seconds (or after `cap` seconds in all). Every `every` seconds it says what it
     waits for and the state (`say`), so no wait is silent. Raises WaitTimeout naming `what`, how long nothing
-    moved, and the last state."""
+    moved, and the last state. Exceptions of the `fatal` types end the wait at once (a component that exited)."""
     import time as _time
 
     t0 = _time.monotonic()
@@ -80,6 +81,8 @@ def wait_progressing(
             say(f"waiting for {what} ({now - t0:.0f}s so far): {cur}")
         try:
             v = probe()
+        except fatal:
+            raise
         except Exception as e:  # noqa: BLE001 - "not yet", reported if it stalls
             seen["value"] = f"{type(e).__name__}: {e}"
             return None

@@ -26,8 +26,8 @@ import yaml
 from harness.build import binaries
 from harness.common import pki
 from harness.common.errors import EnvironmentNotReady, HarnessError
-from harness.common.procs import ProcessGroup, exit_words, reap_stale
-from harness.common.waiting import WaitTimeout, wait_for
+from harness.common.procs import ProcessGroup, cpu_ticks, exit_words, reap_stale
+from harness.common.waiting import WaitTimeout, wait_progressing
 from harness.env import control_plane as cp
 from harness.env import etcd_template
 from harness.env import pods as pods_part
@@ -294,8 +294,16 @@ class LocalEnvironment(KueueProcess):
                 )
             return probe()
 
+        pid = self.procs.procs[name][0].pid
+
+        def state() -> tuple[Any, int]:
+            # Starting is progress while the process uses CPU or writes its log: on a slow machine (a cgroup
+            # with 10 % of a core) kube-apiserver took minutes, and a fixed budget failed a start still under way.
+            return cpu_ticks(pid), log.stat().st_size if log.exists() else 0
+
         try:
-            wait_for(check, timeout=timeout, what=what, interval=interval, fatal=(EnvironmentNotReady,))
+            wait_progressing(check, state=state, stall=timeout, cap=20 * timeout, what=what, interval=interval,
+                             say=self.say, fatal=(EnvironmentNotReady,))
         except WaitTimeout as e:
             raise EnvironmentNotReady(f"{e}. Last lines of {log}:\n{cp._tail(log)}") from None
 

@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 from harness.common import paths, pki
 from harness.common.errors import EnvironmentNotReady, ProxyError
-from harness.common.procs import ProcessGroup
-from harness.common.waiting import WaitTimeout, wait_for
+from harness.common.procs import ProcessGroup, cpu_ticks
+from harness.common.waiting import WaitTimeout, wait_for, wait_progressing
 from harness.kueue import api as kueue_api
 from harness.plan.rules import Match, Rule
 
@@ -162,8 +162,14 @@ class Proxy:
                                           + "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
             return p.ca_file.exists() and bool(p.state())
 
+        pid = procs.procs["proxy"][0].pid
+
+        def state() -> tuple[Any, int]:  # mitmdump starting: its CPU time or its log grows (a slow machine)
+            return cpu_ticks(pid), log.stat().st_size if log.exists() else 0
+
         try:
-            wait_for(up, timeout=30, what="the proxy's control channel", fatal=(EnvironmentNotReady,))
+            wait_progressing(up, state=state, stall=30, cap=600, what="the proxy's control channel", interval=0.1,
+                             say=say, fatal=(EnvironmentNotReady,))
         except WaitTimeout as e:
             raise EnvironmentNotReady(f"{e}. mitmdump log: {log}") from None
         return p
