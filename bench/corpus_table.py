@@ -1,12 +1,12 @@
-"""The README's table of every bug of cases/, generated — never written by hand — from each folder's
+"""The table of every bug of cases/ in docs/bugs.md, generated — never written by hand — from each folder's
 bug.yaml (key, summary, affected ranges, fixed tags) and the measurements bench/corpus.py wrote
 (bench/results/*-corpus-<folder>-<version>.json): per Kueue build measured, each test's verdicts; and the
 longest plan and case file of the folder (both must stay ≤ 30 lines).
 
     .venv/bin/python bench/corpus_table.py           # print the table
-    .venv/bin/python bench/corpus_table.py --write   # put it in README.md between the corpus-table markers
+    .venv/bin/python bench/corpus_table.py --write   # put it in docs/bugs.md between the corpus-table markers
 
-tests/unit/test_corpus_table.py fails when README.md's table differs from what this prints.
+tests/unit/test_corpus_table.py fails when docs/bugs.md's table differs from what this prints.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "bugs.md"  # the page that holds the table
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -81,28 +82,27 @@ def table(cases: Path = ROOT / "cases", results: Path = ROOT / "bench" / "result
     return "\n".join(rows) + "\n"
 
 
-def readme_section(readme: str) -> str | None:
-    """What README.md holds between the markers, or None without them."""
-    m = re.search(re.escape(START) + r"\n(.*?)" + re.escape(END), readme, re.S)
+def page_section(page: str) -> str | None:
+    """What docs/bugs.md holds between the markers, or None without them."""
+    m = re.search(re.escape(START) + r"\n(.*?)" + re.escape(END), page, re.S)
     return m.group(1) if m else None
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="write the table into README.md between the markers")
+    ap.add_argument("--write", action="store_true", help="write the table into docs/bugs.md between the markers")
     a = ap.parse_args(argv)
     t = table()
     if not a.write:
         print(t, end="")
         return 0
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    if readme_section(text) is None:
-        print(f"README.md has no {START} … {END} markers: add them where the table goes", file=sys.stderr)
+    text = PAGE.read_text()
+    if page_section(text) is None:
+        print(f"docs/bugs.md has no {START} … {END} markers: add them where the table goes", file=sys.stderr)
         return 2
-    readme.write_text(re.sub(re.escape(START) + r"\n.*?" + re.escape(END), lambda _: f"{START}\n{t}{END}", text,
-                             flags=re.S))
-    print("README.md: bug table written")
+    PAGE.write_text(re.sub(re.escape(START) + r"\n.*?" + re.escape(END), lambda _: f"{START}\n{t}{END}", text,
+                           flags=re.S))
+    print("docs/bugs.md: bug table written")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""README.md's bug table is what bench/corpus_table.py generates from cases/*/bug.yaml and bench/results
+"""docs/bugs.md's bug table is what bench/corpus_table.py generates from cases/*/bug.yaml and bench/results
 (regenerate it with `.venv/bin/python bench/corpus_table.py --write`); and the generator reads results files
 as bench/corpus.py writes them."""
 
@@ -14,10 +14,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 import corpus_table  # noqa: E402
 
 
-def test_readme_table_matches_the_generator():
-    section = corpus_table.readme_section((ROOT / "README.md").read_text())
-    assert section is not None, "README.md lost its corpus-table markers"
-    assert section == corpus_table.table(), "README.md's bug table is stale: run .venv/bin/python bench/corpus_table.py --write"
+def test_the_bug_page_table_matches_the_generator():
+    assert corpus_table.PAGE == ROOT / "docs" / "bugs.md"
+    section = corpus_table.page_section(corpus_table.PAGE.read_text())
+    assert section is not None, "docs/bugs.md lost its corpus-table markers"
+    assert section == corpus_table.table(), \
+        "docs/bugs.md's bug table is stale: run .venv/bin/python bench/corpus_table.py --write"
 
 
 def test_the_table_counts_verdicts_per_build(tmp_path):

@@ -1,6 +1,7 @@
-"""README "When things go wrong": every row that can be provoked cheaply is provoked through the real CLI,
-and its exit code must be the table's (the message must say what the row quotes). Rows that cannot be
-provoked cheaply are listed in NOT_PROVOKED with the reason; a new row must go in one or the other.
+"""docs/troubleshooting.md, "When things go wrong" (README.md links to it): every row that can be provoked
+cheaply is provoked through the real CLI, and its exit code must be the table's (the message must say what the
+row quotes). Rows that cannot be provoked cheaply are listed in NOT_PROVOKED with the reason; a new row must go
+in one or the other.
 
 No Go and no real component runs: each provocation uses its own cache, fake binaries, fake session
 records and, for the proxy rows, a stand-in control channel.
@@ -25,7 +26,8 @@ from harness.cli import commands as cli
 from harness.common.procs import proc_start_time
 from tests.unit.test_session import Fake, _dead_session, _script
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "troubleshooting.md"
 
 NOT_PROVOKED = {
     "Kueue v0.17 needs /etc/kueue/metrics/certs": "needs a machine where /etc/kueue cannot be written (tests run as root)",
@@ -34,9 +36,9 @@ NOT_PROVOKED = {
 
 
 def table() -> list[tuple[str, list[int]]]:
-    """(first cell, exit codes in the last cell, in order) for each row of the README table."""
-    text = README.read_text()
-    start = text.index("## When things go wrong")
+    """(first cell, exit codes in the last cell, in order) for each row of the page's table."""
+    text = PAGE.read_text()
+    start = text.index("# When things go wrong")
     rows = []
     for line in text[start:].splitlines()[1:]:
         if line.startswith("## "):
@@ -212,7 +214,7 @@ def rule_matches_nothing(fake: Fake) -> Result:
 
 def pytest_keep_env(fake: Fake) -> Result:
     r = subprocess.run([sys.executable, "-m", "pytest", "cases", "-p", "no:cacheprovider", "--collect-only", "-q",
-                        "--keep-env"], capture_output=True, text=True, cwd=README.parent, env=fake.env, timeout=120)
+                        "--keep-env"], capture_output=True, text=True, cwd=ROOT, env=fake.env, timeout=120)
     assert "--keep-env cannot keep a local environment from pytest" in r.stderr, r.stderr
     return [(r.returncode, r.stdout + r.stderr)]
 
@@ -413,9 +415,11 @@ def test_every_row_is_provoked_or_says_why_not() -> None:
     assert len(rows) >= 15
     for cell, codes in rows:
         assert codes, f"row {cell!r} has no exit code"
-        assert _key(cell, PROVOKE) or _key(cell, NOT_PROVOKED), f"README row {cell!r}: add a provocation or a reason"
+        assert _key(cell, PROVOKE) or _key(cell, NOT_PROVOKED), \
+            f"docs/troubleshooting.md row {cell!r}: add a provocation or a reason"
     used = [_key(c, PROVOKE) for c, _ in rows] + [_key(c, NOT_PROVOKED) for c, _ in rows]
-    assert set(PROVOKE) | set(NOT_PROVOKED) <= set(used), "a provocation names a row the README no longer has"
+    assert set(PROVOKE) | set(NOT_PROVOKED) <= set(used), \
+        "a provocation names a row docs/troubleshooting.md no longer has"
 
 
 @pytest.mark.parametrize("row", [c for c, _ in table() if _key(c, PROVOKE)], ids=lambda c: _key(c, PROVOKE))
