@@ -4,7 +4,7 @@ through pytest, and record each run's verdict, what it was expected to be and it
     .venv/bin/python bench/corpus.py cases/kueue_9428 --kueue-version v0.16.1 --runs 5 [-- PYTEST ARGS]
 
 Writes bench/results/<date>-corpus-<bug>-<version>.json, which bench/corpus_table.py turns into the
-README's bug table. Not a test: it prints figures (and exits 0 whatever the verdicts were).
+bug table of docs/bugs.md. Not a test: it prints figures (and exits 0 whatever the verdicts were).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ timeouts). Seconds unless said otherwise.
 """
 
 #: A Workload that preempts another must get quota within this long once every fault is lifted. Without
-#: faults Kueue admits the preemptor within about a second of the victim's quota release (README figures).
+#: faults Kueue admits the preemptor within about a second of the victim's quota release (docs/benchmarks.md
+#: "Headline figures").
 LIVENESS_BOUND = 15.0
 #: Bound for each forced step: Kueue reacting to a create or to a release.
 STEP = 30.0

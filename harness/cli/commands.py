@@ -3,7 +3,7 @@ table; `up`/`status`/`holds`/`release`/`fail`/`plan load`/`logs`/`down` drive a 
 hand; `build` builds the real components; `versions` lists what is pinned and served.
 
 Exit codes: 0 every case got the verdict its Kueue version should give; 1 some case did not (or errored);
-2-7 a foreseeable problem before any case ran (see harness/common/errors.py and README "When things go wrong").
+2-7 a foreseeable problem before any case ran (see harness/common/errors.py and docs/troubleshooting.md).
 """
 
 from __future__ import annotations

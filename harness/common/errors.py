@@ -1,6 +1,6 @@
 """Errors the harness raises for foreseeable problems, each with what to do next.
 
-The CLI prints `str(err)` (one paragraph) and exits with `err.exit_code`; see README "When things go wrong".
+The CLI prints `str(err)` (one paragraph) and exits with `err.exit_code`; see docs/troubleshooting.md.
 """
 
 from __future__ import annotations

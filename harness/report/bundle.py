@@ -31,7 +31,7 @@ MAX_MEMBERS = 200
 
 class BundleError(HarnessError):
     """A bundle folder or archive cannot be read; the message names the missing or broken file.
-    Exit code 8 (README "When things go wrong"): 1 is kept for "the re-checked verdict differs"."""
+    Exit code 8 (docs/troubleshooting.md): 1 is kept for "the re-checked verdict differs"."""
 
     exit_code = 8
 

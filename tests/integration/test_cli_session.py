@@ -100,7 +100,7 @@ def test_manual_walkthrough_reproduces_stuck_preemption(session):
                      r"artifacts: ", said), said
     again = session.cli("up", check=False)
     assert again.returncode == 2 and "already running" in again.stderr
-    refused = session.cli("release", "h99", check=False)  # README "When things go wrong": exit 7
+    refused = session.cli("release", "h99", check=False)  # docs/troubleshooting.md: exit 7
     assert refused.returncode == 7 and "no hold h99" in refused.stderr and "kueue-harness holds" in refused.stderr, \
         refused.stderr
     session.kubectl("apply", "-f", str(EXAMPLES / "seed-queues.yaml"))

@@ -1,4 +1,4 @@
-"""`kueue-harness bundle` on a real session: `up --plan stuck-preemption`, the README's kubectl steps, then
+"""`kueue-harness bundle` on a real session: `up --plan stuck-preemption`, docs/by-hand.md's kubectl steps, then
 a bundle of namespace demo that reproduces the stuck preemption from the session's own proxy events and
 Kueue log, keeps the final objects' managedFields, shows the late admission's body, holds none of the
 session's tokens, and that `kueue-harness report` re-checks to the same verdict.

@@ -1,4 +1,4 @@
-"""Bad and hostile input found by trying to break the harness (README "When things go wrong"): each
+"""Bad and hostile input found by trying to break the harness (docs/troubleshooting.md): each
 gets a clear error and changes nothing, fast."""
 
 from __future__ import annotations

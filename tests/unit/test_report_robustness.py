@@ -1,5 +1,5 @@
 """`kueue-harness report` on damaged bundles and bad options: a clear message and its own exit code
-(README "When things go wrong": 8 for a bundle that cannot be read, 2 for a bad option; 1 only ever means
+(docs/troubleshooting.md: 8 for a bundle that cannot be read, 2 for a bad option; 1 only ever means
 "the re-checked verdict differs"), never a traceback; an emptied history is inconclusive, never passed;
 a missing objects.yaml is named; the recorded report.md is never rewritten; archive members are capped.
 """

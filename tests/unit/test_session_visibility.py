@@ -82,7 +82,7 @@ def test_an_expired_hold_is_shown_and_release_of_it_says_when_it_expired(live: L
     assert "EXPIRED holds" in out and re.search(rf"{hid}\s+rule short, admission {NS}/{WL1}.*: expired at "
                                                 r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \(\d+ s ago\) after 0.2 s", out), out
     code, out, err = _cli(capsys, "release", hid)
-    assert code == 7, (out, err)  # README: a refused proxy command
+    assert code == 7, (out, err)  # docs/troubleshooting.md: a refused proxy command
     assert f"hold {hid} expired at " in err and "max_hold of 0.2 s" in err and "kueue-harness holds" in err, err
     assert _cli(capsys, "fail", hid)[0] == 7
     code, out, _ = _cli(capsys, "status")
