@@ -225,15 +225,35 @@ def _duration(seconds: float) -> str:
     return f"{s}s" if s < 60 else f"{s // 60} min {s % 60:02d} s"
 
 
-def progress_line(what: str, done: int, total: int | None, elapsed: float) -> str:
-    """One build progress line: packages compiled so far, of `total` when known (with the share done
-    and, once a few packages are in, the time left at the rate so far, linking not included), and the
-    elapsed time. `elapsed` in seconds."""
+#: Seconds of recent progress a build's time left is estimated from (the rate of a whole build is not one rate:
+#: module downloads, then many small packages, then a few big ones; the average since the start said "about 33 min
+#: left" 12 s before a loaded build ended).
+RATE_WINDOW = 120.0
+
+
+def recent_rate(samples: list[tuple[float, int]], window: float = RATE_WINDOW) -> float | None:
+    """Packages a second over the last `window` seconds of `samples` ((elapsed s, packages done), oldest first),
+    or None while that stretch compiled fewer than 5 packages or is shorter than 20 s: no estimate then."""
+    if len(samples) < 2:
+        return None
+    t1, d1 = samples[-1]
+    t0, d0 = next(((t, d) for t, d in samples if t >= t1 - window), samples[0])
+    if t1 - t0 < 20 or d1 - d0 < 5:
+        return None
+    return (d1 - d0) / (t1 - t0)
+
+
+def progress_line(what: str, done: int, total: int | None, elapsed: float, rate: float | None = -1.0) -> str:
+    """One build progress line: packages compiled so far, of `total` when known (with the share done and, when
+    `rate` (packages a second, recent_rate) is known, the time left at it, linking not included), and the elapsed
+    time. `elapsed` in seconds; `rate` -1: the average since the start (callers with no samples)."""
     if not total or done > total:
         return f"{what}: {done} packages compiled, {_duration(elapsed)} elapsed"
     line = f"{what}: {done}/{total} packages ({100 * done // total}%), {_duration(elapsed)} elapsed"
-    if done >= 10 and elapsed > 0:
-        line += f", about {_duration(elapsed / done * (total - done))} left (then linking)"
+    if rate == -1.0:
+        rate = done / elapsed if done >= 10 and elapsed > 0 else None
+    if rate:
+        line += f", about {_duration((total - done) / rate)} left at the last minutes' rate (then linking)"
     return line
 
 
@@ -266,13 +286,15 @@ def _run_go(cmd: list[str], cwd: Path, log, what: str, progress: Progress, inter
     modules = len(cmd) > 1 and cmd[1] == "mod"
 
     def ticker() -> None:
+        samples: list[tuple[float, int]] = []
         while not done.wait(interval):
             elapsed = time.monotonic() - start
             if modules:
                 got = sum(1 for line in lines if line.startswith("go: downloading"))
                 progress(f"{what}: {got} modules downloaded, {_duration(elapsed)} elapsed")
             else:
-                progress(progress_line(what, _packages(lines), total, elapsed))
+                samples.append((elapsed, _packages(lines)))
+                progress(progress_line(what, samples[-1][1], total, elapsed, recent_rate(samples)))
 
     t = threading.Thread(target=ticker, daemon=True)
     t.start()

@@ -34,7 +34,16 @@ def _script(path: Path, body: str) -> Path:
 def test_progress_line_with_a_total_gives_the_share_and_the_time_left() -> None:
     line = go_build.progress_line("building kube-apiserver v1.35.4", 500, 2000, 100.0)
     assert line == ("building kube-apiserver v1.35.4: 500/2000 packages (25%), 1 min 40 s elapsed, "
-                    "about 5 min 00 s left (then linking)")
+                    "about 5 min 00 s left at the last minutes' rate (then linking)")
+
+
+def test_time_left_comes_from_the_recent_rate_or_is_not_said() -> None:
+    """A loaded build said "about 33 min left" 12 s before it ended: the average since the start is not the rate
+    of the last packages. The estimate uses the last RATE_WINDOW seconds, and none while they show little."""
+    samples = [(20.0 * i, 10 * i) for i in range(1, 10)] + [(200.0, 400), (220.0, 700)]  # fast at the end
+    rate = go_build.recent_rate(samples)
+    assert rate is not None and rate > 5  # the recent stretch, not 700/220 ≈ 3.2 a second
+    assert "left" not in go_build.progress_line("b", 700, 800, 220.0, go_build.recent_rate([(0.0, 0), (10.0, 3)]))
 
 
 def test_progress_line_without_a_usable_total() -> None:
