@@ -23,12 +23,14 @@ namespace `kueue-system`, Deployment `kueue-controller-manager`, container `mana
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -138,24 +140,31 @@ def cluster_exists(name: str) -> bool:
 def create_cluster(name: str, kubeconfig: Path, image: str | None, say: Say, config: Path | None = None) -> float:
     """`kind create cluster`; returns the seconds it took."""
     say(f"creating kind cluster {name}{f' ({image})' if image else ''}: `kind create cluster --name {name}`")
-    import threading
-
     t = time.monotonic()
-    done = threading.Event()
-
-    def tick() -> None:  # kind prints nothing we capture until it ends: a line every 20 s meanwhile
-        while not done.wait(20):
-            say(f"creating kind cluster {name}: {time.monotonic() - t:.0f}s elapsed")
-
-    threading.Thread(target=tick, daemon=True).start()
-    try:
+    with _ticking(say, f"creating kind cluster {name}"):
         _run(kind_create_argv(kind_binary(), name, kubeconfig, image, config=config), f"creating kind cluster {name}",
              600)
-    finally:
-        done.set()
     took = time.monotonic() - t
     say(f"kind cluster {name} created in {took:.0f}s")
     return took
+
+
+@contextlib.contextmanager
+def _ticking(say: Say, what: str, every: float = 20.0):
+    """A line every `every` seconds while the block runs (kind prints nothing we capture until it ends): no
+    silent minute, at start or at teardown."""
+    t = time.monotonic()
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(every):
+            say(f"{what}: {time.monotonic() - t:.0f}s elapsed")
+
+    threading.Thread(target=tick, daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def network_exists(network: str = "kind") -> bool:
@@ -171,9 +180,12 @@ def remove_network(network: str, say: Say) -> None:
 
 
 def delete_cluster(name: str, kubeconfig: Path, say: Say) -> None:
-    _run([kind_binary(), "delete", "cluster", "--name", name, "--kubeconfig", str(kubeconfig)],
-         f"deleting kind cluster {name}", 300)
-    say(f"deleted kind cluster {name}")
+    say(f"deleting kind cluster {name}")
+    t = time.monotonic()
+    with _ticking(say, f"deleting kind cluster {name}"):
+        _run([kind_binary(), "delete", "cluster", "--name", name, "--kubeconfig", str(kubeconfig)],
+             f"deleting kind cluster {name}", 300)
+    say(f"deleted kind cluster {name} in {time.monotonic() - t:.0f}s")
 
 
 def get_kubeconfig(name: str) -> str:
