@@ -234,11 +234,12 @@ class CpuLimit:
 # ---- one run of the main job ---------------------------------------------------------------------------
 
 def run_main_job(art: Path, kueue_version: str, k: str | None, timeout: float,
-                 limit: CpuLimit | None = None) -> dict[str, Any]:
+                 limit: CpuLimit | None = None, target: str = "local") -> dict[str, Any]:
     """`kueue-harness run --artifacts-dir ART` (+ --kueue-version, -k; inside `limit`'s cgroup when given);
     returns {"exit", "seconds", "cases", "load", "artifacts"} from its summary.json (cases [] when it wrote none)."""
     cmd = [str(ROOT / ".venv" / "bin" / "kueue-harness"), "run", "--artifacts-dir", str(art),
-           "--kueue-version", kueue_version, *(["-k", k] if k else [])]
+           "--kueue-version", kueue_version, *(["-k", k] if k else []),
+           *(["--target", target] if target != "local" else [])]
     sampler = LoadSampler()
     sampler.start()
     t0 = time.monotonic()
@@ -329,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10, help="runs of the main job (default 10)")
     ap.add_argument("--burners", type=int, default=16, help="busy CPU loops (default 16: load ~16 on 2 cores)")
+    ap.add_argument("--target", choices=("local", "kind"), default="local",
+                    help="where Kueue runs (kind: a kind cluster made here offline, docs/kind.md)")
     ap.add_argument("--cpu-limit", type=float, default=None, metavar="PERCENT",
                     help="run the main job (and every process it starts) in a cgroup with at most PERCENT of one core: "
                          "a slow machine (needs root and cgroup v1's cpu controller)")
@@ -394,9 +397,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[stress] run {i + 1}/{args.runs} (load {os.getloadavg()[0]:.1f}) …", flush=True)
                 if args.cpu_limit is not None:
                     with CpuLimit(args.cpu_limit) as limit:
-                        r = run_main_job(base / f"run-{i + 1}", args.kueue_version, args.k, args.run_timeout, limit)
+                        r = run_main_job(base / f"run-{i + 1}", args.kueue_version, args.k, args.run_timeout, limit,
+                                         args.target)
                 else:
-                    r = run_main_job(base / f"run-{i + 1}", args.kueue_version, args.k, args.run_timeout)
+                    r = run_main_job(base / f"run-{i + 1}", args.kueue_version, args.k, args.run_timeout,
+                                     target=args.target)
                 runs.append(r)
                 bad = [f"{case_name(c['case'])}: {c['verdict']} (expected {c['expected'] or 'passed'})"
                        for c in r["cases"] if classify(c["verdict"], c["expected"] or "")]
@@ -410,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join(["bench/stress.py", *(argv if argv is not None else sys.argv[1:])]),
             "wrong_verdicts": t["wrong_verdicts"], "errors": t["errors"], "verdicts": t["verdicts"],
             "error_share": t["error_share"], "by_kind": t["by_kind"], "runs": len(runs),
-            "runs_asked": args.runs, "burners": args.burners, "nice": args.nice, "cpu_limit_percent": args.cpu_limit, "kueue_version": args.kueue_version,
+            "runs_asked": args.runs, "burners": args.burners, "nice": args.nice, "cpu_limit_percent": args.cpu_limit, "target": args.target, "kueue_version": args.kueue_version,
             "min_load": args.min_load, "load_before": started, "load_1m": {"min": min(loads, default=None), "max": max(loads, default=None),
                                                 "samples": len(loads)},
             "main_job_exits": [r["exit"] for r in runs], "cases": t["cases"], "missing": t["missing"], "run_details": runs}
