@@ -370,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
             data = retally(Path(args.retally))
         except (OSError, ValueError) as e:
             ap.error(f"--retally: {e}")
-        print(table({k: data[k] for k in ("wrong_verdicts", "by_kind", "cases")}, len(data["run_details"])))
+        print(table({k: data[k] for k in ("wrong_verdicts", "errors", "verdicts", "error_share", "by_kind", "cases")},
+                    len(data["run_details"])))
         return 0 if data["wrong_verdicts"] == 0 else 1
     if args.runs < 1 or args.burners < 0:
         ap.error("--runs must be >= 1 and --burners >= 0")
