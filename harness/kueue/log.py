@@ -143,3 +143,19 @@ def last_lines(path: Path, n: int = 20) -> list[str]:
         return path.read_text(errors="replace").splitlines()[-n:]
     except OSError:
         return []
+
+
+def last_error(path: Path, lines_back: int = 400) -> str | None:
+    """Kueue's last error in the last `lines_back` lines of its log, as "msg: error" ('leader election lost',
+    'problem running manager: …'), None when there is none: the reason a case that saw Kueue exit gives first."""
+    for raw in reversed(last_lines(path, lines_back)):
+        if not raw.startswith("{"):
+            continue
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if line.get("level") in ("error", "dpanic", "panic", "fatal"):
+            err = line.get("error")
+            return f"{line.get('msg')}: {err}" if err else str(line.get("msg"))
+    return None

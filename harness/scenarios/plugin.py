@@ -315,8 +315,9 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
     if not kueue_env.kueue_alive():
         # Dead after the verdict (or a case that never reached one): no verdict of this case can stand.
         tail = "\n".join(kueue_log.last_lines(kueue_env.kueue_log, 10))
-        problems.append(f"Kueue exited during the case without the case asking for it, so its verdict means "
-                        f"nothing. Last log lines:\n{tail}")
+        why = kueue_log.last_error(kueue_env.kueue_log)
+        problems.append(f"Kueue exited during the case without the case asking for it{f' ({why})' if why else ''}, "
+                        f"so its verdict means nothing. Last log lines:\n{tail}")
         ctx.record("teardown_problem", problem=problems[-1])
     # The objects are deleted before the history closes, so their deletion is in the record too.
     if not (ctx.dir / "objects.yaml").exists():

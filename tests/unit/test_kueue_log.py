@@ -194,3 +194,18 @@ def test_count_since_counts_only_later_lines(log: Path) -> None:
     assert count(log, PREEMPTION_WAITING, since=T0 + 0.2) == 2  # inclusive
     assert count(log, PREEMPTION_WAITING, since=T0 + 0.25, workload="ns/b") == 1
     assert count(log, "no timestamp", since=T0) == 0  # a line without a time is not "since" anything
+
+
+def test_last_error_is_the_reason_a_case_gives_when_kueue_exited(tmp_path) -> None:
+    import json
+
+    from harness.kueue import log as kueue_log
+
+    p = tmp_path / "kueue.log"
+    p.write_text("\n".join([json.dumps({"level": "info", "msg": "Starting"}),
+                            json.dumps({"level": "error", "msg": "Failed to update lease", "error": "Client.Timeout"}),
+                            json.dumps({"level": "info", "msg": "failed to renew lease"}),
+                            json.dumps({"level": "error", "msg": "leader election lost"}), "not json"]) + "\n")
+    assert kueue_log.last_error(p) == "leader election lost"
+    p.write_text(json.dumps({"level": "info", "msg": "ok"}) + "\n")
+    assert kueue_log.last_error(p) is None
