@@ -61,7 +61,7 @@ class DeletionCompletes:
                        f"{e['kind']} {names.text(str(e.get('key')))} was gone at t={e['ts'] - t0:.3f}s with no "
                        "deletion in progress seen before (no finalizer held it).") for e in at_once]
         run_pace = progress.pace(history)
-        limit = f"bound {self.bound:g}s at an idle pace; this run's pace: {run_pace.text()}"
+        limit = progress.limit_words(self.bound, run_pace)
         for d in deleting:
             what = f"{d['kind']} {names.text(str(d.get('key')))}"
             gone = next((e for e in history if e.get("source") == "monitor" and e.get("event") == "object_deleted"
@@ -81,9 +81,8 @@ class DeletionCompletes:
                     out.append(Finding(self.name, "held", f"{what} deleted",
                                        f"{took}; the longest stretch without progress was {stall.seconds:.2f}s ({limit})."))
                 elif how == "too slow":
-                    out.append(Finding(self.name, "error", f"too slow to judge: {what} deleted after "
-                                       f"{gone['ts'] - d['ts']:.2f}s", f"{took}; {quiet}: time alone, on a run far "
-                                       f"slower than an idle one ({limit}) (finalizers: {fins})."))
+                    out.append(progress.too_slow_finding(self.name, f"{what} deleted after {gone['ts'] - d['ts']:.2f}s",
+                                                         took, quiet, f"{limit}; finalizers: {fins}"))
                 else:
                     out.append(Finding(self.name, "violated", f"{what} deleted only after {gone['ts'] - d['ts']:.2f}s",
                                        f"{took}; {quiet} ({limit}; finalizers: {fins})."))
@@ -92,10 +91,9 @@ class DeletionCompletes:
                                    f"{what} started its deletion at t={d['ts'] - t0:.3f}s and was still there "
                                    f"{end - d['ts']:.2f}s later, with finalizers: {fins}; {quiet} ({limit})."))
             elif how == "too slow":
-                out.append(Finding(self.name, "error", f"too slow to judge: {what} still Terminating",
-                                   f"{what} started its deletion at t={d['ts'] - t0:.3f}s and was still there "
-                                   f"{end - d['ts']:.2f}s later (finalizers: {fins}); {quiet}: time alone, on a run "
-                                   f"far slower than an idle one ({limit})."))
+                out.append(progress.too_slow_finding(
+                    self.name, f"{what} still Terminating", f"{what} started its deletion at t={d['ts'] - t0:.3f}s and "
+                    f"was still there {end - d['ts']:.2f}s later", quiet, f"{limit}; finalizers: {fins}"))
             else:
                 out.append(Finding(self.name, "inconclusive", f"{what}: still moving",
                                    f"{what} was still being deleted when the case ended, {end - d['ts']:.2f}s after "

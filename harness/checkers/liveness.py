@@ -195,7 +195,7 @@ class Liveness:
                 if t in final:
                     state += f"; {names.wl(t.split('/')[-1])} {cond_text(final[t])}"
             state += "."
-        limit = f"bound {self.bound:g}s at an idle pace; this run's pace: {run_pace.text()}"
+        limit = progress.limit_words(self.bound, run_pace)
         if got is not None and got < start:
             return Finding(self.name, "held", f"{who} got quota",
                            f"{who} {waited} and got quota at t={got - t0:.3f}s, {got - d['first']:.2f}s after it "
@@ -210,9 +210,8 @@ class Liveness:
                                f"{who} {waited} and got quota at t={got - t0:.3f}s, {took}; the longest stretch "
                                f"without progress was {stall.seconds:.2f}s ({limit}).")
             if how == "too slow":
-                return Finding(self.name, "error", f"too slow to judge: {who} got quota after {got - start:.2f}s",
-                               f"{who} {waited} and got quota {took}; {quiet}: time alone, on a run far slower than "
-                               f"an idle one ({limit}), cannot tell a slow machine from a Kueue bug.{state}")
+                return progress.too_slow_finding(self.name, f"{who} got quota after {got - start:.2f}s",
+                                                 f"{who} {waited} and got quota {took}", quiet, limit, state)
             return Finding(self.name, "violated", f"{who} got quota only after {got - start:.2f}s",
                            f"{who} {waited}; it got quota {took}, but {quiet} ({limit}).{state}")
         observed = end - start
@@ -232,10 +231,9 @@ class Liveness:
                            f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since} "
                            f"(t={start - t0:.3f}s): {quiet}, on a run of normal pace ({limit}).{state}")
         if how == "too slow":
-            return Finding(self.name, "error", f"too slow to judge: {who} got no quota in {observed:.2f}s",
-                           f"{who} {waited} and got no quota in the {observed:.2f}s observed after {since}: {quiet}; "
-                           f"time alone, on a run far slower than an idle one ({limit}), cannot tell a slow machine "
-                           f"from a Kueue bug.{state}")
+            return progress.too_slow_finding(self.name, f"{who} got no quota in {observed:.2f}s",
+                                             f"{who} {waited} and got no quota in the {observed:.2f}s observed after "
+                                             f"{since}", quiet, limit, state)
         return Finding(self.name, "inconclusive", f"{who}: still moving, no quota yet",
                        f"{who} had no quota yet {observed:.2f}s after {since}, but something moved toward it "
                        f"{stall.seconds:.2f}s or less before the end ({limit}).{state}")

@@ -153,7 +153,7 @@ class PendingFitsAdmitted:
         how = progress.judge_stall(stall, self.bound, run_pace)
         t0 = case_t0(history)
         quiet = names.text(stall.text(t0))
-        limit = f"bound {self.bound:g}s at an idle pace; this run's pace: {run_pace.text()}"
+        limit = progress.limit_words(self.bound, run_pace)
         out = []
         for key, cq, flavor in fits:
             who = names.wl(key.partition("/")[2])
@@ -163,9 +163,7 @@ class PendingFitsAdmitted:
                 out.append(Finding(self.name, "violated", f"{who} fits but is not admitted",
                                    f"{fits_text}, and {quiet} ({limit})."))
             elif how == "too slow":
-                out.append(Finding(self.name, "error", f"too slow to judge: {who} fits, not admitted",
-                                   f"{fits_text}; {quiet}: time alone, on a run far slower than an idle one "
-                                   f"({limit}), cannot tell a slow machine from a Kueue bug."))
+                out.append(progress.too_slow_finding(self.name, f"{who} fits, not admitted", fits_text, quiet, limit))
             else:
                 out.append(Finding(self.name, "inconclusive", f"{who} fits, not admitted yet",
                                    f"{fits_text}; something moved only {stall.seconds:.2f}s before the end ({limit})."))

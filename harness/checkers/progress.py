@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.checkers.base import History, fault_lifts
+from harness.checkers.base import Finding, History, fault_lifts
 from harness.checkers.bounds import GIVE_UP, NORMAL_PACE, SLOW_FACTOR, STALL_CYCLES
 from harness.kueue import log as kueue_log
 
@@ -292,3 +292,18 @@ def too_slow(finding: Any) -> bool:
     """Whether `finding` is an `error` because the run was too slow to judge (final: a checker's `decided` may
     stop observing on it), as opposed to one whose subject was never seen (which may still come)."""
     return finding.result == "error" and str(finding.summary).startswith(TOO_SLOW)
+
+
+def limit_words(bound: float, run_pace: Pace) -> str:
+    """"bound 5s at an idle pace; this run's pace: api 0.02s, … (1.0x idle)": what a bounded finding says of its
+    bound."""
+    return f"bound {bound:g}s at an idle pace; this run's pace: {run_pace.text()}"
+
+
+def too_slow_finding(check: str, summary: str, what: str, quiet: str, limit: str, after: str = "") -> Finding:
+    """The `error` a bounded checker gives when only time says its subject is stuck, on a run far slower than an
+    idle one: `summary` after "too slow to judge: ", `what` happened, `quiet` (Stall.text) and `limit` (limit_words)
+    in the evidence, then `after` (e.g. the final state)."""
+    return Finding(check, "error", f"{TOO_SLOW}: {summary}",
+                   f"{what}; {quiet}: time alone, on a run far slower than an idle one ({limit}), cannot tell a slow "
+                   f"machine from a Kueue bug.{after}")

@@ -34,28 +34,28 @@ def _die_with_parent() -> None:
         pass
 
 
-def proc_start_time(pid: int) -> int | None:
-    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22), None if gone."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3 on), None if gone. The command name may
+    contain spaces and parentheses; fields resume after the last ')'."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             stat = fh.read()
     except OSError:
         return None
-    # The command name may contain spaces and parentheses; fields resume after the last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[19])
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22), None if gone."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
 
 
 def cpu_ticks(pid: int) -> int | None:
     """CPU time `pid` used so far, user + system, in clock ticks (/proc/<pid>/stat fields 14-15), None if gone: a
     process starting on a slow machine is progressing while this grows (harness/env/local.py _wait_process)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])
+    fields = _stat_fields(pid)
+    return int(fields[11]) + int(fields[12]) if fields else None
 
 
 def is_alive(pid: int, start: int | None) -> bool:
