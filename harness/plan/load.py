@@ -81,6 +81,9 @@ class Plan:
     steps_after: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: `deletes_as:` {step id: {propagation?, keep_terminating?}} for delete steps of a plan the case loads later.
     deletes_as: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The plan as its file says it, parsed once and not templated (`${namespace}` kept): what a perturbation's
+    #: `steps_after` and `deletes_as` edit (harness/plan/moved.py), and what explore reads of the steps.
+    data: dict[str, Any] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
         """The body of the proxy's `POST /plan`: name, rules, and `source` ({"file": the plan file's
@@ -411,6 +414,7 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
     if top is None:
         raise problems.error()  # type: ignore[misc]
     steps.check_variables(problems, root)
+    raw = copy.deepcopy(data) if isinstance(data, dict) else {}
     data = steps.template(data, namespace or steps.DEFAULT_NAMESPACE)
     if data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         wrong = "apiVersion" if data.get("apiVersion") != API_VERSION else "kind"
@@ -564,7 +568,7 @@ def parse_plan(text: str, source: str = "<plan>", namespace: str | None = None) 
         raise err
     return Plan(str(data.get("name") or Path(source).stem), str(data.get("description") or ""),
                 tuple(rules), source, lines, kueue, tuple(step_ids), namespace, steps_after,
-                deletes_as)
+                deletes_as, raw)
 
 
 def load_plan(path: str | Path, namespace: str | None = None, near: Path | None = None) -> Plan:

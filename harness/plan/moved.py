@@ -1,9 +1,11 @@
-"""`steps_after`: a plan that moves steps of a plan the case loads later (docs/fault-plans.md "Moving a case's
-steps"): reading the key (the plan loader calls `read`) and applying it to the plan it moves
-(`apply_steps_after`, called by harness/scenarios/case.py load_plan)."""
+"""`steps_after` and `deletes_as`: a plan that moves or changes steps of a plan the case loads later
+(docs/fault-plans.md "Moving a case's steps"): reading the keys (the plan loader calls `read`, `read_deletes_as`)
+and applying them to the parsed plan they change (`apply_steps_after`, `apply_deletes_as`, called by
+harness/scenarios/case.py load_plan) — to its data, never to its text."""
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -80,34 +82,27 @@ def refuse_outside_a_case(plan: Any, how: str) -> None:
                            "case instead: .venv/bin/python -m pytest CASE --plan FILE (docs/fault-plans.md, Moving a case's steps)")
 
 
-def apply_steps_after(text: str, edits: dict[str, list[dict[str, Any]]]) -> tuple[str, list[str]]:
-    """Plan text with the `after` of each step named in `edits` replaced by its triggers (a step without
-    `after` ran after the step before it; it now runs on these triggers instead), and the ids it changed, in
-    file order. Unchanged text and [] when the plan has none of those steps (it is not the plan they move).
-    The result must still pass parse_plan: a trigger naming a rule that plan lacks is refused there.
-    Raises HarnessError when the text is not YAML."""
+def apply_steps_after(data: dict[str, Any], edits: dict[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], list[str]]:
+    """A copy of the parsed plan `data` (load.Plan.data: as its file says it) with the `after` of each step named in
+    `edits` replaced by its triggers (a step without `after` ran after the step before it; it now runs on these
+    triggers instead), and the ids it changed, in file order; `data` itself and [] when the plan has none of those
+    steps (it is not the plan they move). The result must still pass the plan's checks: a trigger naming a rule
+    that plan lacks is refused when it is loaded (harness/scenarios/case.py)."""
     def move(st: dict[str, Any]) -> bool:
         st["after"] = [dict(t) for t in edits[st["id"]]]
         return True
 
-    return _edit_steps(text, edits, move, "move the steps")
+    return _edit_steps(data, edits, move)
 
 
-def _edit_steps(text: str, edits: dict[str, Any], edit: Any, what: str) -> tuple[str, list[str]]:
-    """Plan text with `edit(step)` applied to each step (a mapping) whose id is in `edits`, and the ids it
-    changed (edit returned True), in file order; unchanged text and [] when none. Raises HarnessError
-    ("cannot {what} of a plan that is not YAML") when the text is not YAML."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise HarnessError(f"cannot {what} of a plan that is not YAML: {e}") from None
+def _edit_steps(data: dict[str, Any], edits: dict[str, Any], edit: Any) -> tuple[dict[str, Any], list[str]]:
+    """A deep copy of `data` with `edit(step)` applied to each step (a mapping) whose id is in `edits`, and the ids
+    it changed (edit returned True), in file order; `data` itself and [] when none. Never the plan's text."""
     if not isinstance(data, dict) or not isinstance(data.get("steps"), list):
-        return text, []
-    changed = [st["id"] for st in data["steps"] if isinstance(st, dict) and st.get("id") in edits and edit(st)]
-    if not changed:
-        return text, []
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120), changed
-
+        return data, []
+    out = copy.deepcopy(data)
+    changed = [st["id"] for st in out["steps"] if isinstance(st, dict) and st.get("id") in edits and edit(st)]
+    return (out, changed) if changed else (data, [])
 
 
 #: What `deletes_as` may change of a delete step: how kube-apiserver deletes the object (harness/plan/steps.py
@@ -145,11 +140,10 @@ def read_deletes_as(problems: Any, top: dict[str, tuple[yaml.Node, yaml.Node]], 
     return out
 
 
-def apply_deletes_as(text: str, edits: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
-    """Plan text with each delete step named in `edits` deleting as they say (its `delete` spec updated: a
-    `Kind/name` spec becomes {object: Kind/name, …}), and the ids changed, in file order; a named step that is
-    not a delete step is left alone (and not listed). Unchanged text and [] when nothing changed. Raises
-    HarnessError when the text is not YAML."""
+def apply_deletes_as(data: dict[str, Any], edits: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """A copy of the parsed plan `data` with each delete step named in `edits` deleting as they say (its `delete`
+    spec updated: a `Kind/name` spec becomes {object: Kind/name, …}), and the ids changed, in file order; a named
+    step that is not a delete step is left alone (and not listed). `data` itself and [] when nothing changed."""
     def change(st: dict[str, Any]) -> bool:
         if st.get("delete") is None:
             return False
@@ -157,4 +151,4 @@ def apply_deletes_as(text: str, edits: dict[str, dict[str, Any]]) -> tuple[str, 
         st["delete"] = {**spec, **edits[st["id"]]}
         return True
 
-    return _edit_steps(text, edits, change, "change the delete steps")
+    return _edit_steps(data, edits, change)

@@ -290,38 +290,35 @@ class CaseContext:
 
     def _moved(self, plan: Any) -> tuple[Any, list[str], list[str]]:
         """`plan` with the steps `steps_after` names run on its triggers and the delete steps `deletes_as` names
-        deleting as it says, written as the plan that ran into the case's folder (plans-moved/<name>.yaml: the
-        evidence says what actually ran); the ids moved and the ids changed. Raises PlanError when the result
-        is not valid (a trigger names a rule it lacks), HarnessError when the plan file is not YAML
-        (harness/plan/moved.py)."""
+        deleting as it says — edits of the parsed plan (plan.data), never of its text — written as the plan that
+        ran into the case's folder (plans-moved/<name>.yaml: the evidence says what actually ran) and checked as
+        any plan file is; the ids moved and the ids changed. Raises PlanError when the result is not valid (a
+        trigger names a rule it lacks: the message points at the line of that file)."""
+        import yaml
+
         from harness.plan.load import parse_plan
         from harness.plan.moved import apply_deletes_as, apply_steps_after
 
-        text, moved = apply_steps_after(Path(plan.source).read_text(), self.steps_after)
-        text, changed = apply_deletes_as(text, self.deletes_as)
+        data, moved = apply_steps_after(plan.data, self.steps_after)
+        data, changed = apply_deletes_as(data, self.deletes_as)
         if not moved and not changed:
             return plan, [], []
         out = self.dir / "plans-moved" / f"{Path(plan.source).stem}.yaml"
         out.parent.mkdir(parents=True, exist_ok=True)
         how = ([f"step(s) {', '.join(moved)} run on other triggers (steps_after)"] if moved else []) + (
             [f"step(s) {', '.join(changed)} deleting otherwise (deletes_as)"] if changed else [])
+        text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
         out.write_text(f"# {Path(plan.source).name} with {' and '.join(how)} of the perturbation's plan\n" + text)
         return parse_plan(out.read_text(), str(out), self.ns), moved, changed
 
     def _note_steps(self, plan: Any, moved: list[str]) -> None:
-        """Remember the steps of `plan` as its file writes them (loaded_steps): their triggers untemplated
-        (`${namespace}` kept), a step without `after` as after the step before it; a delete step's `delete` spec
-        too (explore's "deleted otherwise" family reads how it deletes)."""
-        import yaml
-
+        """Remember the steps of `plan` as its file writes them (loaded_steps, from plan.data: parsed once): their
+        triggers untemplated (`${namespace}` kept), a step without `after` as after the step before it; a delete
+        step's `delete` spec too (explore's "deleted otherwise" family reads how it deletes)."""
         from harness.plan.actions import step_names
 
-        try:
-            raw = yaml.safe_load(Path(plan.source).read_text())
-        except (OSError, yaml.YAMLError):
-            return
         previous = None
-        for st in (raw.get("steps") or []) if isinstance(raw, dict) else []:
+        for st in (plan.data or {}).get("steps") or []:
             if not isinstance(st, dict) or not isinstance(st.get("id"), str):
                 continue
             after = st["after"] if "after" in st else ([{"step": previous}] if previous else [])

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
+from harness.common.errors import HarnessError
 from harness.explore import generate
 from harness.explore.model import (
     Move,
@@ -25,7 +27,6 @@ from harness.explore.salvage import as_happened
 from harness.plan.load import PlanError, parse_plan
 from harness.plan.moved import apply_deletes_as, refuse_outside_a_case
 from harness.plan.steps import KEEP_FINALIZER, StepError, delete_spec
-from harness.common.errors import HarnessError
 from tests.unit.test_explore_steps import _judge  # the plan_happened verdict of a synthetic history
 
 # The shape of cases/kueue_1789/plans/orphan-delete-control.yaml plus a plain `Kind/name` delete.
@@ -62,14 +63,15 @@ def test_a_plan_changes_how_delete_steps_of_a_plan_loaded_later_delete() -> None
                       "x.yaml", "ns-a")
     assert plan.rules == () and plan.deletes_as == {"delete-j1": {"propagation": "Orphan"},
                                                     "delete-lq": {"keep_terminating": 5}}
-    text, ids = apply_deletes_as(CONTROL, plan.deletes_as)
+    control = parse_plan(CONTROL, "control.yaml", "ns-a").data
+    data, ids = apply_deletes_as(control, plan.deletes_as)
     assert ids == ["delete-j1", "delete-lq"]
-    loaded = parse_plan(text, "changed.yaml", "ns-a")
+    loaded = parse_plan(yaml.safe_dump(data), "changed.yaml", "ns-a")
     specs = {r.id: r.param("delete") for r in loaded.rules if r.id.startswith("delete-")}
     assert specs["delete-j1"] == {"object": "Job/j1", "propagation": "Orphan", "namespace": "ns-a"}
     assert specs["delete-lq"] == {"object": "LocalQueue/lq", "keep_terminating": 5.0, "namespace": "ns-a"}
     # A step that is no delete step, or no step of the plan: left alone, not listed.
-    assert apply_deletes_as(CONTROL, {"j1-gone": {"propagation": "Orphan"}, "nope": {}}) == (CONTROL, [])
+    assert apply_deletes_as(control, {"j1-gone": {"propagation": "Orphan"}, "nope": {}}) == (control, [])
     with pytest.raises(HarnessError, match="deletes_as"):
         refuse_outside_a_case(plan, "plan load")
 

@@ -4,9 +4,11 @@ found no step, and explore's "moved" family and unblocking (harness/explore/gene
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness.checkers import Selection, compose
 from harness.explore import driver, generate
@@ -46,17 +48,19 @@ def test_a_plan_moves_steps_of_a_plan_loaded_later() -> None:
             "steps_after:\n  s: [{rule: release-v1, state: answered}]\n")
     plan = parse_plan(text, "x.yaml", "ns-a")
     assert plan.rules == () and plan.steps_after == {"s": [{"rule": "release-v1", "state": "answered"}]}
-    moved, ids = apply_steps_after(CONTROL, plan.steps_after)
-    assert ids == ["s"]
-    loaded = parse_plan(moved, "moved.yaml", "ns-a")
+    control = parse_plan(CONTROL, "control.yaml", "ns-a").data  # the parsed plan: moves edit it, never its text
+    before = copy.deepcopy(control)
+    moved, ids = apply_steps_after(control, plan.steps_after)
+    assert ids == ["s"] and moved is not control and control == before  # the loaded plan is left as it was
+    loaded = parse_plan(yaml.safe_dump(moved), "moved.yaml", "ns-a")
     s = next(r for r in loaded.rules if r.id == "s")
     assert [t.rule for t in s.release.after] == ["release-v1"] and s.release.after[0].delivered is None
     # A step without `after` ran after the step before it; moved, it runs on the given triggers only.
-    moved, ids = apply_steps_after(CONTROL, {"delete-p": [{"step": "s"}]})
-    d = next(r for r in parse_plan(moved, "m.yaml", "ns-a").rules if r.id == "delete-p")
+    moved, ids = apply_steps_after(control, {"delete-p": [{"step": "s"}]})
+    d = next(r for r in parse_plan(yaml.safe_dump(moved), "m.yaml", "ns-a").rules if r.id == "delete-p")
     assert ids == ["delete-p"] and [t.step for t in d.release.after] == ["s"]
     # A plan without the step is not the plan the move is for: left as it is.
-    assert apply_steps_after(CONTROL, {"nope": []}) == (CONTROL, [])
+    assert apply_steps_after(control, {"nope": []}) == (control, [])
 
 
 @pytest.mark.parametrize("value, words", [
@@ -77,9 +81,9 @@ def test_steps_after_in_another_shape_is_refused(value: str, words: str) -> None
 
 
 def test_a_moved_step_whose_trigger_names_a_rule_its_plan_lacks_is_refused_there() -> None:
-    moved, _ = apply_steps_after(CONTROL, {"s": [{"rule": "no-such-rule"}]})
+    moved, _ = apply_steps_after(parse_plan(CONTROL, "c.yaml", "ns-a").data, {"s": [{"rule": "no-such-rule"}]})
     with pytest.raises(PlanError, match="no-such-rule"):
-        parse_plan(moved, "moved.yaml", "ns-a")
+        parse_plan(yaml.safe_dump(moved), "moved.yaml", "ns-a")
 
 
 def _judge(events: list[dict]) -> tuple[str, str]:
