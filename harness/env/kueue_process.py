@@ -116,6 +116,8 @@ class KueueProcess:
             "kind": "Configuration",
             "namespace": cp.KUEUE_NAMESPACE,
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.ports['kueue_health']}"},
+            # Goroutine stacks for a stuck verdict's evidence (kueue_dump): controller-runtime's pprof handlers.
+            "pprofBindAddress": f"127.0.0.1:{self.ports['kueue_pprof']}",
             "metrics": {"bindAddress": "0"},
             "webhook": {"host": "127.0.0.1", "port": self.ports["webhook"],
                         "certDir": str(self.state / "webhook-certs")},
@@ -155,6 +157,38 @@ class KueueProcess:
         self.started["kueue_readyz_seconds"] = time.monotonic() - t_kueue
         self._read_reported_version()
         self._wait_process("kueue", self._webhooks_answer, 60, "Kueue's webhooks to answer (dry-run create)")
+
+    def kueue_dump(self, stall: float = 10.0) -> dict[str, Any] | None:
+        """Kueue's own view, now: SIGUSR2 makes it log its scheduler cache snapshot and queues
+        (harness/kueue/dump.py), read back from kueue.log, and its goroutine stacks from pprof. Returns
+        {"dump": …, "goroutines": text or None, "problem": …} or None when Kueue is not running. Never raises:
+        evidence is best effort."""
+        import signal
+        import urllib.request
+
+        from harness.common.waiting import WaitTimeout, wait_progressing
+        from harness.kueue import dump as kueue_dump
+        from harness.kueue import log as kueue_log
+
+        if not self.kueue_alive():
+            return None
+        since = time.time() - 0.5
+        out: dict[str, Any] = {"dump": None, "goroutines": None}
+        try:
+            os.kill(self.procs.procs["kueue"][0].pid, signal.SIGUSR2)
+            out["dump"] = wait_progressing(
+                lambda: kueue_dump.last_dump(kueue_log.lines(self.kueue_log), since),
+                state=lambda: self.kueue_log.stat().st_size, stall=stall, cap=6 * stall, interval=0.2,
+                what="Kueue's dump (SIGUSR2) in its log")
+        except (OSError, KeyError, WaitTimeout) as e:
+            out["problem"] = f"no dump: {type(e).__name__}: {e}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports['kueue_pprof']}/debug/pprof/goroutine?debug=2",
+                                        timeout=stall) as r:
+                out["goroutines"] = r.read().decode(errors="replace")
+        except (OSError, ValueError) as e:
+            out["problem"] = (out.get("problem", "") + f"; no goroutines: {type(e).__name__}: {e}").lstrip("; ")
+        return out
 
     def _read_reported_version(self) -> None:
         """What the binary says it is: the last "Initializing" line of its log (gitVersion, gitCommit)."""

@@ -33,7 +33,7 @@ KEYS = {
 #: Configuration keys the harness owns: a Kueue outside a cluster needs them as the harness sets them
 #: (docs/kueue-notes.md §2), so a case cannot override them.
 HARNESS_OWNED = ("apiVersion", "kind", "namespace", "health", "metrics", "webhook", "leaderElection",
-                 "internalCertManagement")
+                 "internalCertManagement", "pprofBindAddress")
 #: fairSharing.preemptionStrategies when a declaration says only `fair_sharing=True`: both strategies in
 #: Kueue's order (one of validStrategySets, pkg/config/validation.go:313-327 at v0.17.0).
 DEFAULT_PREEMPTION_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")

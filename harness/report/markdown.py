@@ -4,6 +4,7 @@ bundle (`render_report`). Deterministic: the same bundle renders the same bytes.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -150,6 +151,33 @@ def _kueue_config_rows(kc: Mapping[str, Any]) -> list[list[str]]:
     return [["Kueue configuration", cell]]
 
 
+def _kueue_view_section(view: Mapping[str, Any], names: Names) -> list[str]:
+    """"Kueue's own view": what Kueue's SIGUSR2 dump said of each Workload of the case at the verdict (bundle.json
+    `kueue_view`, harness/scenarios/verdicts.py _kueue_view), its ClusterQueues' usage and queues; [] without one."""
+    if not view:
+        return []
+    out = ["## Kueue's own view at the verdict", "",
+           "Kueue dumped its scheduler cache and queues on SIGUSR2 (pkg/debugger) when the case was judged; the whole "
+           "dump is kueue-dump.json, its goroutine stacks goroutines.txt.", ""]
+    if view.get("problem"):
+        out += [f"Not all of it: {view['problem']}.", ""]
+    wls = _map(view.get("workloads"))
+    if wls:
+        out += _table([[names.text(k), "; ".join(v) if isinstance(v, list) and v else
+                        "nowhere: neither counted, pending nor inadmissible"] for k, v in wls.items()],
+                      ["Workload", "where Kueue has it"]) + [""]
+    cqs = _map(view.get("cluster_queues"))
+    if cqs:
+        out += _table([[names.text(cq), json.dumps(_map(d).get("usage"), sort_keys=True),
+                        ", ".join(names.text(w) for w in _map(d).get("workloads") or []) or "-",
+                        ", ".join(names.text(w) for w in _map(d).get("pending") or []) or "-",
+                        ", ".join(names.text(w) for w in _map(d).get("inadmissible") or []) or "-"]
+                       for cq, d in cqs.items()], ["ClusterQueue", "usage", "counted", "pending", "inadmissible"]) + [""]
+    if view.get("goroutines"):
+        out += [f"Goroutines at that moment: {view['goroutines']} (goroutines.txt).", ""]
+    return out
+
+
 def _pace_cell(history: Sequence[Mapping[str, Any]]) -> str:
     """How fast the run's control plane moved (harness/checkers/progress.py pace), as the checkers judged it."""
     p = progress.pace(within_case(history))
@@ -259,6 +287,7 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
             f"Re-run offline from history.jsonl and objects.yaml (`kueue-harness report`); liveness bound {bound:g}s.", ""]
     out += _table([[f.check, f.result if f.bearing else f"{f.result} (does not decide the verdict)", f.evidence]
                    for f in findings], ["check", "result", "evidence"]) + [""]
+    out += _kueue_view_section(_map(meta.get("kueue_view")), names)
     files = _map(meta.get("files"))
     if files:
         out += ["## Files", ""]
@@ -293,6 +322,8 @@ _FILE_NOTES = {
     "writes.json": "Kueue's Workload writes of the case: request bodies, answers, managedFields",
     "managed-fields.yaml": "managedFields of the final objects (who owns which field)",
     "timeline.mmd": "the diagram alone (`mmdc -i timeline.mmd -o timeline.png`)",
+    "kueue-dump.json": "Kueue's own view at the verdict: its scheduler cache and queues (SIGUSR2 dump, pkg/debugger)",
+    "goroutines.txt": "Kueue's goroutine stacks at the verdict (pprof)",
     "bundle.json": "verdict, versions, window, files (read by `kueue-harness report`)",
 }
 

@@ -76,6 +76,8 @@ class CaseContext:
     loaded_steps: dict[str, Any] = field(default_factory=dict)
     #: The composed verdict (harness/checkers/base.Verdict) once the case was judged.
     judged: Any = None
+    #: Kueue's own view at a verdict other than passed (harness/scenarios/verdicts.py _kueue_view), for report.md.
+    kueue_view: Any = None
     #: Whether its teardown writes the evidence bundle (explore's runs without a violation do not:
     #: `--explore-bundles violations`, harness/explore/plugin.py; their history and logs stay).
     write_bundle: bool = True

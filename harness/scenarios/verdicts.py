@@ -42,7 +42,8 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
     except Exception:  # noqa: BLE001 - evidence is best effort
         rerun = None
     outcome = {**entry, "message": getattr(request.node, "_kh_message", ""), "target": target,
-               "checkers": ctx.selection.checkers, "rerun": rerun}
+               "checkers": ctx.selection.checkers, "rerun": rerun,
+               **({"kueue_view": ctx.kueue_view} if getattr(ctx, "kueue_view", None) else {})}
     if hasattr(env, "kueue_config_info"):
         # What Kueue was given for this case: the declaration, the Configuration file, the gates it reported.
         outcome["kueue_config"] = env.kueue_config_info()
@@ -64,6 +65,37 @@ def _write_bundle(request: pytest.FixtureRequest, ctx: CaseContext, env: Any, pr
         warnings.warn(f"kueue-harness: no evidence bundle for {request.node.nodeid}: {entry['bundle_error']}")
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             _stop_for_space(request.session, e, ctx.dir)
+
+
+def _kueue_view(ctx: CaseContext, history: list[dict[str, Any]]) -> None:
+    """Kueue's own view at a verdict other than `passed` (its scheduler cache and queues, dumped on SIGUSR2, and its
+    goroutine stacks: env.kueue_dump): kueue-dump.json and goroutines.txt in the case's folder, and for each
+    Workload of the case what the dump says of it (ctx.kueue_view, shown in report.md). Best effort, never a
+    verdict: a target without it (a cluster) says so."""
+    from harness.kueue import dump as kdump
+
+    if not hasattr(ctx.env, "kueue_dump"):
+        ctx.kueue_view = {"problem": f"target {type(ctx.env).__name__} cannot dump Kueue's state"}
+        return
+    try:
+        got = ctx.env.kueue_dump()
+    except Exception as e:  # noqa: BLE001 - evidence is best effort
+        got = {"problem": f"{type(e).__name__}: {e}"}
+    if not got:
+        ctx.kueue_view = {"problem": "Kueue was not running"}
+        return
+    view: dict[str, Any] = {k: got[k] for k in ("problem",) if got.get(k)}
+    if got.get("dump"):
+        (ctx.dir / "kueue-dump.json").write_text(json.dumps(got["dump"], indent=1, sort_keys=True))
+        keys = sorted(ctx.workload_keys | {f"{e.get('namespace')}/{e.get('name')}" for e in history
+                                           if e.get("source") == "proxy" and e.get("event") == "watch_event"})
+        view["workloads"] = {k: kdump.where(got["dump"], k) for k in keys}
+        view["cluster_queues"] = {cq: {x: d.get(x) for x in ("usage", "workloads", "pending", "inadmissible")}
+                                  for cq, d in got["dump"]["cluster_queues"].items() if cq.startswith(ctx.prefix)}
+    if got.get("goroutines"):
+        (ctx.dir / "goroutines.txt").write_text(got["goroutines"])
+        view["goroutines"] = got["goroutines"].count("\ngoroutine ") + 1
+    ctx.kueue_view = view
 
 
 def _dump_objects(ctx: CaseContext, objs: dict[str, Any] | None = None) -> None:
@@ -103,6 +135,8 @@ def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = 
     ctx.record("verdict", invariant=",".join(invariants) or "none", held=v.verdict == "passed", verdict=v.verdict,
                reason=v.reason, kueue=ctx.kueue_state(), seen=seen, pace=progress.pace(within_case(history)).to_json())
     _dump_objects(ctx, objs)
+    if v.verdict != "passed":
+        _kueue_view(ctx, history)
     detail = "\n".join(f"  {f.check}: {f.result}: {f.evidence}" for f in v.findings
                        if f.result not in ("held", "not applicable") or not f.assumption)
     if v.verdict == "error":
