@@ -358,6 +358,8 @@ def write_case_bundle(ctx: Any, env: Any, outcome: Mapping[str, Any]) -> Path:
         "checkers": outcome.get("checkers"),
         "harness": harness_version(),
         "rerun": outcome.get("rerun"),
+        # Kueue's own view at a verdict other than passed (harness/scenarios/verdicts.py _kueue_view).
+        **({"kueue_view": outcome["kueue_view"]} if outcome.get("kueue_view") else {}),
     }
     return complete_bundle(d, meta, start, end, secrets, getattr(env, "kueue_log", None), session_flows, mentions)
 
