@@ -34,8 +34,8 @@ class Trigger:
 
     `rule` + `state`: a flow caught by rule `rule` reached `state` (TRIGGER_STATES), with HTTP `status`
     if given (for "held" at the response stage and "answered");
-    `delivered`: Kueue's Workload watch delivered the object of rule `delivered`'s answered flow at a
-    resourceVersion >= the one in that answer (the proxy sees the watch stream);
+    `delivered`: Kueue's Workload watch delivered the object of rule `delivered`'s flow answered 2xx (200, or 201
+    for a create) at a resourceVersion >= the one in that answer (the proxy sees the watch stream);
     `step`: plan step `step` finished successfully (its `signal_done` with ok);
     `log`: a line of Kueue's log matched this regex since the plan was loaded (`kueue_log.normalized`
     says what text it is searched in);
@@ -192,16 +192,17 @@ class RuleTrigger(TriggerKind):
 
 @register
 class DeliveredTrigger(TriggerKind):
-    """`{delivered: ID}`: Kueue's watch delivered the object of rule ID's answered flow, at its resourceVersion."""
+    """`{delivered: ID}`: Kueue's watch delivered the object of rule ID's flow answered 2xx (a create is 201), at the
+    answer's resourceVersion or later."""
 
     name = "delivered"
 
     def refuse_extra(self, bad: list[str], where: str) -> str:
-        return f"{where}: `delivered` takes no `state` or `status` (it waits for an answered 200)"
+        return f"{where}: `delivered` takes no `state` or `status` (it waits for an answer of 2xx: 200, or 201 for a create)"
 
     def satisfied(self, t, flows, delivered_rv, facts) -> bool:
         for f in flows.get(t.delivered or "", []):
-            if f.answered_rv is None or f.answered_status != 200:
+            if f.answered_rv is None or not isinstance(f.answered_status, int) or not 200 <= f.answered_status < 300:
                 continue
             got = delivered_rv.get(f"{f.namespace}/{f.name}")
             try:

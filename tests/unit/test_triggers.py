@@ -73,6 +73,7 @@ def test_rule_state_triggers(trigger: Trigger, record: FlowRecord, expected: boo
         (200, "9", {KEY1: 10}, True),  # integers: as strings "9" > "10"
         (200, "10", {}, False),  # nothing delivered yet
         (200, "10", {f"{NS}/{WL2}": 50, f"other/{WL1}": 50}, False),  # other objects
+        (201, "10", {KEY1: 10}, True),  # a create (Kueue creating a Workload): any 2xx
         (409, "10", {KEY1: 10}, False),  # the answer was not a success
         (None, None, {KEY1: 10}, False),  # not answered
         (200, None, {KEY1: 10}, False),  # answered without a resourceVersion
