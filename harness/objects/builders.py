@@ -41,9 +41,62 @@ class _Builder:
         self._obj["metadata"].setdefault("annotations", {})[key] = value
         return self
 
+    def set(self, **paths: Any) -> Self:
+        """Set any field by its path, besides the named steps: `spec.backoffLimit=0`,
+        `spec.template.spec.containers[0].resources.limits.cpu="1"` (a plan: `with: [{set: {spec.backoffLimit: 0}}]`);
+        missing mappings are made, a list index must exist. Raises ValueError naming a path that cannot be set."""
+        for path, value in paths.items():
+            node: Any = self._obj
+            parts = _path_parts(path)
+            for here, nxt in zip(parts, parts[1:]):
+                node = _step_into(node, here, nxt, path)
+            last = parts[-1]
+            if isinstance(last, int):
+                if not isinstance(node, list) or not -len(node) <= last < len(node):
+                    raise ValueError(f"set {path}: no item [{last}] there")
+                node[last] = copy.deepcopy(value)
+            elif isinstance(node, dict):
+                node[last] = copy.deepcopy(value)
+            else:
+                raise ValueError(f"set {path}: {last!r} is not a field of a mapping there")
+        return self
+
     @property
     def name(self) -> str:
         return self._obj["metadata"]["name"]
+
+
+def _path_parts(path: str) -> list[str | int]:
+    """"a.b[0].c" -> ["a", "b", 0, "c"]. Raises ValueError for an empty part or a bad index."""
+    out: list[str | int] = []
+    for piece in path.split("."):
+        name, _, rest = piece.partition("[")
+        if not name:
+            raise ValueError(f"set {path}: an empty field name")
+        out.append(name)
+        while rest:
+            idx, _, rest = rest.partition("]")
+            try:
+                out.append(int(idx))
+            except ValueError:
+                raise ValueError(f"set {path}: [{idx}] is not a list index") from None
+            rest = rest[1:] if rest.startswith("[") else rest
+    return out
+
+
+def _step_into(node: Any, here: str | int, nxt: str | int, path: str) -> Any:
+    """The child `here` of `node` on the way to `nxt`, a mapping made when it is missing."""
+    if isinstance(here, int):
+        if not isinstance(node, list) or not -len(node) <= here < len(node):
+            raise ValueError(f"set {path}: no item [{here}] there")
+        return node[here]
+    if not isinstance(node, dict):
+        raise ValueError(f"set {path}: {here!r} is not a field of a mapping there")
+    if node.get(here) is None:
+        if isinstance(nxt, int):
+            raise ValueError(f"set {path}: {here} has no list to index")
+        node[here] = {}
+    return node[here]
 
 
 class ResourceFlavorBuilder(_Builder):

@@ -215,3 +215,19 @@ def test_stop_policies_local_queue_weight_and_workload_priority_and_active() -> 
     assert w["spec"]["priority"] == 500 and w["spec"]["active"] is True
     assert w["metadata"]["finalizers"] == ["example.com/keep"]
     assert objects.workload("w").active(False).obj()["spec"]["active"] is False
+
+
+def test_set_reaches_any_field_a_named_step_does_not() -> None:
+    """kueue#14811 needed a Job's backoffLimit, which no named step sets: `set` sets any field by its path."""
+    import pytest as _pytest
+
+    from harness import objects as o
+
+    j = o.job("j1", "ns").requests(cpu="1").set(**{"spec.backoffLimit": 0,
+                                                    "spec.template.spec.containers[0].resources.limits.cpu": "1"}).obj()
+    assert j["spec"]["backoffLimit"] == 0
+    assert j["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "1"}
+    with _pytest.raises(ValueError, match=r"no item \[3\]"):
+        o.job("j2", "ns").set(**{"spec.template.spec.containers[3].name": "x"})
+    with _pytest.raises(ValueError, match="not a list index"):
+        o.job("j3", "ns").set(**{"spec.x[a]": 1})
