@@ -95,6 +95,10 @@ class InvariantMonitor:
             t = threading.Thread(target=self._still_deleting_loop, daemon=True, name="monitor-deleting")
             t.start()
             self._threads.append(t)
+            if self.namespace:
+                t = threading.Thread(target=self._run_events, daemon=True, name="monitor-events")
+                t.start()
+                self._threads.append(t)
 
     def stop(self) -> None:
         self._stop.set()
@@ -140,6 +144,40 @@ class InvariantMonitor:
                 if not self._stop.is_set():
                     # Recorded in the history: the monitor_healthy assumption voids a verdict it weakened.
                     self.errors.append(f"{plural}: {type(e).__name__}: {e}")
+                    self.record("watch_error", source="monitor", error=self.errors[-1])
+            finally:
+                w.stop()
+
+    def _run_events(self) -> None:
+        """Kubernetes Events of the case's namespace (core/v1 Events: the same objects events.k8s.io/v1 serves),
+        each recorded once as `k8s_event` when it is new or its count grew: what Kueue (or any controller)
+        reported about the case's objects, independent of Kueue's log format (kueue PR #13785: v0.17's event
+        recorder writes no "Event occurred" log line)."""
+        from kubernetes import client, watch
+
+        seen: dict[str, Any] = {}
+        while not self._stop.is_set():
+            w = watch.Watch()
+            self._watches.append(w)
+            try:
+                for ev in w.stream(client.CoreV1Api(self.api).list_namespaced_event, self.namespace,
+                                   timeout_seconds=5):
+                    obj = ev["object"]
+                    obj = obj if isinstance(obj, dict) else self.api.sanitize_for_serialization(obj)
+                    meta, inv = obj.get("metadata") or {}, obj.get("involvedObject") or {}
+                    count = obj.get("count") or (obj.get("series") or {}).get("count") or 1
+                    if ev["type"] == "DELETED" or seen.get(meta.get("uid")) == count:
+                        continue
+                    seen[meta.get("uid")] = count
+                    self.record("k8s_event", source="monitor", reason=obj.get("reason"), type=obj.get("type"),
+                                message=str(obj.get("message") or "")[:500], count=count,
+                                regarding=f"{inv.get('kind')}/{inv.get('name')}",
+                                reporter=(obj.get("source") or {}).get("component") or obj.get("reportingComponent"))
+                    if self._stop.is_set():
+                        break
+            except Exception as e:  # noqa: BLE001 - as the other watches: restarted, recorded
+                if not self._stop.is_set():
+                    self.errors.append(f"events: {type(e).__name__}: {e}")
                     self.record("watch_error", source="monitor", error=self.errors[-1])
             finally:
                 w.stop()

@@ -45,7 +45,8 @@ class History:
                workload_keys: set[str]) -> list[dict[str, Any]]:
         """The history so far: the harness's own events, the proxy's events about `workload_keys`
         ("ns/name") or any hold, rule or flow error since the case started, and Kueue's milestone log
-        lines (parsed JSON lines) about those Workloads; sorted by time. Writes nothing."""
+        lines (parsed JSON lines) about those Workloads or any other object of their namespaces (a Job's
+        "Reconciler error", a ProvisioningRequest, a LocalQueue); sorted by time. Writes nothing."""
         merged = list(self.events)
         namespaces = {k.partition("/")[0] for k in workload_keys}
         job_flows: set[Any] = set()  # Kueue's writes to the case's Jobs (suspend, resume): progress steps
@@ -62,8 +63,9 @@ class History:
                 merged.append(e)
         for line in log_lines:
             ts = kueue_log.parse_ts(line.get("ts")) or 0.0
-            if ts >= self.started and line.get("msg") in self.milestones and \
-                    any(kueue_log.mentions(line, k) for k in workload_keys):
+            if ts >= self.started and line.get("msg") in self.milestones and (
+                    any(kueue_log.mentions(line, k) for k in workload_keys)
+                    or kueue_log.in_namespaces(line, namespaces)):  # about the case's Jobs, Pods, queues too
                 merged.append({"ts": ts, "source": "kueue", "event": "log", "msg": line.get("msg"),
                                "fields": {k: v for k, v in line.items() if k not in ("ts", "msg", "caller")}})
         merged.sort(key=lambda e: e["ts"])

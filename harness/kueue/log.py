@@ -82,6 +82,17 @@ def mentions(line: dict[str, Any], key: str) -> bool:
                if k not in ("msg", "ts", "level", "logger", "caller", "namespace", "name"))
 
 
+def in_namespaces(line: dict[str, Any], namespaces: set[str]) -> bool:
+    """True if the line names an object of one of `namespaces`: a KObj value ({"name", "namespace"}: a Job, a
+    Pod, a ProvisioningRequest, a LocalQueue, not only a Workload) or controller-runtime's top-level `namespace`
+    (its reconcilers' lines, e.g. "Reconciler error" about a Job)."""
+    if not namespaces:
+        return False
+    if line.get("namespace") in namespaces:
+        return True
+    return any(isinstance(v, dict) and v.get("namespace") in namespaces for v in line.values())
+
+
 #: Keys a `{log: REGEX}` trigger does not see: when and where in Kueue's code the line was written.
 _UNSEARCHED = ("ts", "caller", "msg")
 

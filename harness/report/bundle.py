@@ -190,6 +190,7 @@ HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("monitor", "reservation_mismatch_started"): ("mismatch",),
     ("monitor", "reservation_mismatch_cleared"): ("mismatch",),
     ("monitor", "watch_error"): ("error",),
+    ("monitor", "k8s_event"): ("reason", "type", "message", "count", "regarding", "reporter"),
     ("monitor", "object_deleting"): ("kind", "key", "finalizers", "deletion_timestamp", "resource_version"),
     ("monitor", "object_deleted"): ("kind", "key", "finalizers", "resource_version"),
     ("monitor", "object_still_deleting"): ("kind", "key", "finalizers", "seconds", "resource_version"),

@@ -108,7 +108,9 @@ def test_finalize_merges_filters_and_orders(tmp_path: Path, clock: FakeClock) ->
         json.dumps({"ts": _rfc3339(T0 + 3.5), "msg": "Scheduling cycle starts",
                     "workload": {"name": "high", "namespace": "ns"}}),  # not a milestone
         json.dumps({"ts": _rfc3339(T0 + 4.5), "msg": kueue_log.ADMITTED,
-                    "workload": {"name": "other", "namespace": "ns"}}),  # not our workload
+                    "workload": {"name": "other", "namespace": "ns2"}}),  # another namespace's Workload
+        json.dumps({"ts": _rfc3339(T0 + 4.6), "msg": kueue_log.ADMITTED,
+                    "job": {"name": "j", "namespace": "ns"}}),  # the case's namespace: a Job of the case
         json.dumps({"ts": _rfc3339(T0 + 6.0), "msg": kueue_log.PREEMPTED,
                     "targetWorkload": {"name": "low", "namespace": "ns"}}),
     ]) + "\n")
@@ -122,6 +124,7 @@ def test_finalize_merges_filters_and_orders(tmp_path: Path, clock: FakeClock) ->
         ("proxy", "held", "p2"),  # hold/release events are kept whatever the object
         ("kueue", "log", kueue_log.PREEMPTION_WAITING),
         ("proxy", "response", "p3"),  # kept: its write touches ns/low
+        ("kueue", "log", kueue_log.ADMITTED),  # about an object of the case's namespace (its Job)
         ("harness", "check", None),
         ("kueue", "log", kueue_log.PREEMPTED),
     ]
