@@ -85,5 +85,6 @@ class History:
 
 #: Proxy events a case's history keeps whatever object they are about (holds, rules, failures).
 PROXY_CASE_EVENTS = ("held", "released", "failed", "hold_expired", "hold_timeout", "delayed", "reset", "rule_added",
+                     "watch_event_dropped", "watch_event_delayed",
                      "rule_removed", "flow_error", "signalled", "signal_done", "watch_events_undelivered", "fact",
                      "fact_problem")

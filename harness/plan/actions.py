@@ -15,6 +15,7 @@ the plan loader and the report can use the registry; the proxy passes its own co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -271,15 +272,19 @@ class _WatchAction(Action):
 
     def validate(self, rule: "Rule") -> None:
         m = rule.match
-        if m.write or m.method or m.path_regex or m.kind or m.field_manager or m.resource or m.subresource \
-                or m.body_jsonpath:
-            raise RuleError(f"rule {rule.id}: {self.name} matches watch events by name/namespace/event_type only",
-                            key="match")
+        if m.write or m.method or m.path_regex or m.kind or m.field_manager or m.subresource or m.body_jsonpath:
+            raise RuleError(f"rule {rule.id}: {self.name} matches watch events by resource/name/namespace/event_type "
+                            "only", key="match")
+        if m.resource is not None and not re.fullmatch(r"[a-z][a-z0-9.-]*", m.resource):
+            raise RuleError(f"rule {rule.id}: match.resource {m.resource!r} is the resource Kueue watches, plural and "
+                            "lower-case as in the API path (workloads, provisioningrequests, jobs, pods, "
+                            "clusterqueues, localqueues, cohorts, admissionchecks, nodes)", key="match")
 
 
 @register
 class DropWatchEvents(_WatchAction):
-    """Leave matching events out of Kueue's Workload watch streams (`times` counts dropped events)."""
+    """Leave matching events out of Kueue's watch streams of `match.resource` (default workloads; any resource Kueue
+    watches: provisioningrequests, jobs, pods, clusterqueues, …) (`times` counts dropped events)."""
 
     name = "drop_watch_events"
     stage_hint = "watch rules act on Kueue's Workload watch streams"

@@ -406,17 +406,23 @@ class RuleBook:
         return [st.rule for st in self.rules.values()
                 if st.rule.kind.consulted == "observe" and st.take(write, method, path, "request", body)]
 
-    def watch_rule(self, ev: WatchEvent) -> Rule | None:
+    def watch_rule(self, ev: WatchEvent, resource: str = "workloads") -> Rule | None:
         """The first watch rule (drop_watch_events, delay_watch_events, …) with uses left whose match takes
-        this Workload watch event; counts the use. None if no rule takes it."""
+        this event of a watch of `resource` (a rule's match.resource, default workloads); counts the use. None
+        if no rule takes it."""
         for st in self.rules.values():
             r = st.rule
             if r.kind.consulted != "watch" or (r.times is not None and st.hits >= r.times):
                 continue
-            if r.match.matches_watch_event(ev):
+            if (r.match.resource or "workloads") == resource and r.match.matches_watch_event(ev):
                 st.hits += 1
                 return r
         return None
+
+    def has_watch(self, resource: str) -> bool:
+        """Whether a loaded watch rule acts on the watches of `resource` (its match.resource, default workloads)."""
+        return any(st.rule.kind.consulted == "watch" and (st.rule.match.resource or "workloads") == resource
+                   for st in self.rules.values())
 
     def has(self, consulted: str) -> bool:
         """Whether any loaded rule's action is consulted that way ("watch", "signal", …)."""

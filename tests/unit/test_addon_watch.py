@@ -100,12 +100,38 @@ def test_delivered_query_filters_by_name_glob() -> None:
     assert code == 200 and list(payload) == [f"{NS}/{WL2}"]
 
 
-def test_other_watches_stream_without_tap_and_plain_gets_do_not_stream() -> None:
+def test_other_watches_stream_unread_without_a_rule_and_plain_gets_do_not_stream() -> None:
+    """Every watch is tapped (a rule loaded later acts on a watch Kueue opened at start), but a non-Workload
+    stream with no watch rule on its resource goes out as it came, unread and unrecorded."""
     addon = KueueFaults()
     pods = get_flow(f"/api/v1/namespaces/{NS}/pods?watch=true", response=True)
     addon.responseheaders(pods)
-    assert pods.response.stream is True
+    data = b'{"type": "ADDED", "object": {"kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}}\n'
+    assert callable(pods.response.stream) and pods.response.stream(data[:10]) + pods.response.stream(data[10:]) == data
     get = get_flow(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads", response=True)
     addon.responseheaders(get)
     assert get.response.stream is False
     assert events(addon, "watch_open") == []
+
+
+def test_a_watch_rule_on_another_resource_drops_its_events() -> None:
+    """kueue PR #13785's race is Kueue's ProvisioningRequest informer lagging its own create: a rule with
+    match.resource drops (or delays) events on that watch, as on Workload watches; only what it acted on is
+    recorded, with the resource."""
+    from tests.unit.addon_flows import add_rule
+
+    addon = KueueFaults()
+    prs = get_flow(f"/apis/autoscaling.x-k8s.io/v1beta1/namespaces/{NS}/provisioningrequests?watch=true", response=True)
+    addon.responseheaders(prs)
+    add_rule(addon, id="pr-unseen", action="drop_watch_events",
+             match={"resource": "provisioningrequests", "name": "w1-prov-*", "event_type": "ADDED"})
+
+    def line(name: str) -> bytes:
+        return json.dumps({"type": "ADDED", "object": {"kind": "ProvisioningRequest", "metadata": {
+            "name": name, "namespace": NS, "resourceVersion": "7"}}}).encode() + b"\n"
+
+    out = prs.response.stream(line("w1-prov-1") + line("other"))
+    assert out == line("other")
+    [dropped] = events(addon, "watch_event_dropped")
+    assert dropped["rule"] == "pr-unseen" and dropped["resource"] == "provisioningrequests" and dropped["name"] == "w1-prov-1"
+    assert events(addon, "watch_event") == []  # other resources' deliveries are not recorded

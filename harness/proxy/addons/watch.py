@@ -47,8 +47,12 @@ def event_record(ev: kueue_api.WatchEvent) -> dict[str, Any]:
 class WatchStream:
     """The stream callable of one Workload watch (flow number `seq`). `clock`: epoch seconds (tests)."""
 
-    def __init__(self, state: ProxyState, seq: int | None, clock: Callable[[], float] = time.time) -> None:
-        self.state, self.seq, self.clock = state, seq, clock
+    def __init__(self, state: ProxyState, seq: int | None, clock: Callable[[], float] = time.time,
+                 resource: str = "workloads") -> None:
+        self.state, self.seq, self.clock, self.resource = state, seq, clock, resource
+        #: Workload watches are recorded (`watch_event`: the checkers' and the `delivered` trigger's data); other
+        #: resources' lines are read only while a watch rule acts on them, and recorded only when one did.
+        self.workloads = resource == "workloads"
         self.buf = bytearray()  # bytes not yet framed into complete lines
         self.sent = 0  # how many leading bytes of buf Kueue already received (pass-through of partial lines)
         self.pending: deque[_Pending] = deque()
@@ -61,7 +65,7 @@ class WatchStream:
             self.sent = 0
             return out
         self.buf.extend(data)
-        framing = self.state.rules.has("watch") or bool(self.pending)
+        framing = self.state.rules.has_watch(self.resource) or bool(self.pending)
         out = bytearray()
         while True:
             nl = self.buf.find(b"\n")
@@ -82,11 +86,14 @@ class WatchStream:
 
     def _line(self, line: bytes, already: int, now: float) -> bytes:
         """One complete line: what goes out now (b"" if dropped or queued)."""
-        ev = kueue_api.parse_watch_line(line)
+        ruled = self.state.rules.has_watch(self.resource)
+        ev = kueue_api.parse_watch_line(line) if self.workloads or ruled else None
         rec = event_record(ev) if ev is not None and ev.name is not None else None
+        if rec is not None and not self.workloads:
+            rec["resource"] = self.resource
         rule = None
-        if rec is not None and already == 0 and ev.name != TICK_WORKLOAD:  # a line Kueue partly has goes on
-            rule = self.state.rules.watch_rule(ev)
+        if rec is not None and already == 0 and ev.name != TICK_WORKLOAD and ruled:  # a line Kueue partly has goes on
+            rule = self.state.rules.watch_rule(ev, self.resource)
         if rule is not None:
             verdict, seconds = rule.kind.on_watch_event(rule, ev)
             if verdict == "drop":
@@ -101,7 +108,7 @@ class WatchStream:
         if self.pending:
             self.pending.append(_Pending(line[already:], now, now, rec, None))
             return b""
-        if rec is not None:
+        if rec is not None and self.workloads:
             self._deliver(rec)
         return line[already:]
 
@@ -110,7 +117,7 @@ class WatchStream:
         out = bytearray()
         while self.pending and (everything or self.pending[0].due <= now):
             p = self.pending.popleft()
-            if p.rec is not None:
+            if p.rec is not None and (self.workloads or p.rule is not None):
                 extra: dict[str, Any] = {"delayed": round(now - p.arrived, 3)} if now > p.arrived else {}
                 if p.rule is not None:
                     extra["delayed"] = round(now - p.arrived, 3)
@@ -121,7 +128,8 @@ class WatchStream:
         return bytes(out)
 
     def _deliver(self, rec: dict[str, Any], **extra: Any) -> None:
-        self.state.delivered_event(rec)
+        if self.workloads:
+            self.state.delivered_event(rec)
         self.state.log.write("watch_event", flow=self.seq, **rec, **extra)
 
     def lost(self) -> int:
@@ -132,8 +140,9 @@ class WatchStream:
 
 
 class WatchTap:
-    """Puts a WatchStream on every Workload watch response (other watches stream untouched; plain GETs
-    do not stream), and logs `watch_open` / `watch_closed` / `watch_events_undelivered`."""
+    """Puts a WatchStream on every watch response (a non-Workload one is read only while a watch rule acts on its
+    resource; plain GETs do not stream), and logs `watch_open` / `watch_closed` (Workload watches) and
+    `watch_events_undelivered`."""
 
     name = "kh_watch"
 
@@ -145,20 +154,25 @@ class WatchTap:
         if not kueue_api.is_watch(flow.request.path):
             return
         ref = kueue_api.parse_path(flow.request.path)
-        if ref is not None and ref.resource == "workloads":
-            fs = self.state.flow(flow.id)
-            seq = fs.seq if fs is not None else None
-            stream = self.streams[flow.id] = WatchStream(self.state, seq)
-            flow.response.stream = stream
-            self.state.log.write("watch_open", flow=seq, path=flow.request.path)
-        else:
+        if ref is None:
             flow.response.stream = True
+            return
+        # Every watch Kueue opens is tapped (its informers open them at start and keep them): a rule loaded later
+        # on ProvisioningRequests or Jobs acts on a watch already open. Without such a rule, a non-Workload
+        # stream's chunks go out as they came, unread.
+        fs = self.state.flow(flow.id)
+        seq = fs.seq if fs is not None else None
+        stream = self.streams[flow.id] = WatchStream(self.state, seq, resource=ref.resource)
+        flow.response.stream = stream
+        if ref.resource == "workloads":
+            self.state.log.write("watch_open", flow=seq, path=flow.request.path)
 
     def response(self, flow: http.HTTPFlow) -> None:
         if kueue_api.is_watch(flow.request.path):
             fs = self.state.flow(flow.id)
-            self.streams.pop(flow.id, None)
-            self.state.log.write("watch_closed", flow=fs.seq if fs else None, path=flow.request.path)
+            stream = self.streams.pop(flow.id, None)
+            if stream is not None and stream.workloads:
+                self.state.log.write("watch_closed", flow=fs.seq if fs else None, path=flow.request.path)
 
     def error(self, flow: http.HTTPFlow) -> None:
         stream = self.streams.pop(flow.id, None)
