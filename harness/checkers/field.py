@@ -45,6 +45,13 @@ class FieldInvariant:
 
     name: ClassVar[str] = "field"
     kind: ClassVar[str] = "invariant"
+    #: Judged in the objects at the verdict, which Kueue may still change (a fixed build clears a stale message):
+    #: a case observes until nothing of it moved for bounds.QUIET in the run's pace, then reads them.
+    settles_when_quiet: ClassVar[bool] = True
+
+    def decided(self, history: History, objects: Objects, names: Names) -> bool:
+        """Never before the end: the value that counts is the one at the verdict (see settles_when_quiet)."""
+        return False
 
     def __init__(self, kind: str, path: str, equals: Any = None, contains: Any = None, matches: str | None = None,
                  never: bool = False, objects: Sequence[str] | str = (), per: str = "object",
@@ -96,8 +103,8 @@ class FieldInvariant:
         return bool(self.regex.search(v if isinstance(v, str) else json.dumps(v, sort_keys=True)))
 
     def _words(self) -> str:
-        how = {"equals": "equal", "contains": "contain", "matches": "match"}[self.test]
-        return f"{self.path_text} {'never ' if self.never else ''}{how}{'s' if self.never else ''} {self.value!r}"
+        how = {"equals": "equal to", "contains": "containing", "matches": "matching"}[self.test]
+        return f"{self.path_text} {'not ' if self.never else ''}{how} {self.value!r}"
 
     def check(self, history: History, objects: Objects, names: Names) -> list[Finding]:
         subjects = []

@@ -424,6 +424,14 @@ class RuleBook:
         return any(st.rule.kind.consulted == "watch" and (st.rule.match.resource or "workloads") == resource
                    for st in self.rules.values())
 
+    def delivered_resources(self) -> set[str]:
+        """The resources (API path plural: `provisioningrequests`) other than workloads whose watch must be read for a
+        `{delivered: ID}` trigger of a loaded rule or step: ID's `match.resource`. Workload watches are always read."""
+        named = {t.delivered for st in self.rules.values() for t in (st.rule.release.after if st.rule.release else ())
+                 if t.delivered}
+        return {st.rule.match.resource for rid, st in self.rules.items()
+                if rid in named and st.rule.match.resource not in (None, "workloads")}
+
     def has(self, consulted: str) -> bool:
         """Whether any loaded rule's action is consulted that way ("watch", "signal", …)."""
         return any(st.rule.kind.consulted == consulted for st in self.rules.values())

@@ -34,7 +34,7 @@ class Trigger:
 
     `rule` + `state`: a flow caught by rule `rule` reached `state` (TRIGGER_STATES), with HTTP `status`
     if given (for "held" at the response stage and "answered");
-    `delivered`: Kueue's Workload watch delivered the object of rule `delivered`'s flow answered 2xx (200, or 201
+    `delivered`: Kueue's watch (of any resource: `delivered_key`) delivered the object of rule `delivered`'s flow answered 2xx (200, or 201
     for a create) at a resourceVersion >= the one in that answer (the proxy sees the watch stream);
     `step`: plan step `step` finished successfully (its `signal_done` with ok);
     `log`: a line of Kueue's log matched this regex since the plan was loaded (`kueue_log.normalized`
@@ -204,7 +204,7 @@ class DeliveredTrigger(TriggerKind):
         for f in flows.get(t.delivered or "", []):
             if f.answered_rv is None or not isinstance(f.answered_status, int) or not 200 <= f.answered_status < 300:
                 continue
-            got = delivered_rv.get(f"{f.namespace}/{f.name}")
+            got = delivered_rv.get(delivered_key(f.kind, f.namespace, f.name))
             try:
                 if got is not None and got >= int(f.answered_rv):
                     return True
@@ -408,6 +408,15 @@ class FlowRecord:
     answered_rv: str | None = None
     #: For a signal (process fault, step): whether the harness reported it done successfully.
     ok: bool | None = None
+    #: The written object's kind (a KueueWrite's `kind`); None or "Workload": a Workload (`delivered_key`).
+    kind: str | None = None
+
+
+def delivered_key(kind: str | None, namespace: str | None, name: str | None) -> str:
+    """The key of `delivered_rv` for one object: "namespace/name" for a Workload (kind None or "Workload"),
+    "Kind:namespace/name" for any other kind Kueue watches (a ProvisioningRequest, a Job)."""
+    obj = f"{namespace}/{name}"
+    return obj if kind in (None, "Workload") else f"{kind}:{obj}"
 
 
 def trigger_satisfied(t: Trigger, flows: dict[str, list[FlowRecord]], delivered_rv: dict[str, int],

@@ -135,3 +135,58 @@ def test_a_watch_rule_on_another_resource_drops_its_events() -> None:
     [dropped] = events(addon, "watch_event_dropped")
     assert dropped["rule"] == "pr-unseen" and dropped["resource"] == "provisioningrequests" and dropped["name"] == "w1-prov-1"
     assert events(addon, "watch_event") == []  # other resources' deliveries are not recorded
+
+
+def test_delivered_holds_for_another_resource_once_its_watch_delivered_the_created_object() -> None:
+    """`{delivered: ID}` on a rule of another resource (kueue PR #13785's control: go on once Kueue's
+    ProvisioningRequest informer has the request it created): that resource's watch is read while such a trigger
+    is loaded, and what it delivered is keyed by kind, apart from Workloads of the same name."""
+    from mitmproxy.test import taddons, tflow, tutils
+
+    from harness.plan.triggers import Trigger, trigger_satisfied
+    from tests.unit.addon_flows import add_rule, run, server_response
+
+    addon = KueueFaults()
+    add_rule(addon, id="pr-create", action="observe", match={"resource": "provisioningrequests", "method": "POST"})
+    add_rule(addon, id="after", action="hold", match={"resource": "configmaps"},
+             release={"after": [{"delivered": "pr-create"}]})
+    assert addon.rules.delivered_resources() == {"provisioningrequests"}
+    body = json.dumps({"kind": "ProvisioningRequest", "apiVersion": "autoscaling.x-k8s.io/v1",
+                       "metadata": {"name": "w1-prov-1", "namespace": NS}}).encode()
+    path = f"/apis/autoscaling.x-k8s.io/v1/namespaces/{NS}/provisioningrequests"
+    create = tflow.tflow(req=tutils.treq(method=b"POST", path=path.encode(), content=body,
+                                         headers=http_headers(len(body))))
+    created = json.dumps({"kind": "ProvisioningRequest", "metadata": {"name": "w1-prov-1", "namespace": NS,
+                                                                      "resourceVersion": "7"}}).encode()
+
+    async def answered() -> None:
+        with taddons.context(addon):
+            await addon.request(create)
+            create.response = server_response(created, 201)
+            await addon.response(create)
+
+    run(answered())
+    t = Trigger.from_dict({"delivered": "pr-create"}, "test")
+    assert not trigger_satisfied(t, addon.state.rule_flows, addon.delivered_rv)
+
+    prs = get_flow(f"{path}?watch=true", response=True)
+    addon.responseheaders(prs)
+
+    def line(kind: str, rv: str) -> bytes:
+        return json.dumps({"type": "ADDED", "object": {"kind": kind, "metadata": {
+            "name": "w1-prov-1", "namespace": NS, "resourceVersion": rv}}}).encode() + b"\n"
+
+    wls = get_flow(WATCH_PATH, response=True)
+    addon.responseheaders(wls)
+    wls.response.stream(line("Workload", "9"))  # a Workload of the same name is not the request
+    assert not trigger_satisfied(t, addon.state.rule_flows, addon.delivered_rv)
+    assert prs.response.stream(line("ProvisioningRequest", "7")) == line("ProvisioningRequest", "7")
+    assert trigger_satisfied(t, addon.state.rule_flows, addon.delivered_rv)
+    assert addon.delivered_rv[f"ProvisioningRequest:{NS}/w1-prov-1"] == 7
+    assert [e["name"] for e in events(addon, "watch_event")] == ["w1-prov-1"]  # the Workload's; the request's unlogged
+
+
+def http_headers(length: int):
+    from mitmproxy import http
+
+    return http.Headers(content_type="application/json", content_length=str(length))

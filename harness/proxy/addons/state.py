@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.kueue.api import KueueWrite
 from harness.plan.rules import FlowRecord, Rule, RuleBook, RuleError, Trigger, trigger_satisfied, validate_rule_set
+from harness.plan.triggers import delivered_key
 from harness.proxy.notices import clock
 
 #: How many ended holds the proxy remembers (to answer `release ID` of one that is gone).
@@ -213,7 +214,7 @@ class ProxyState:
     def record_flow(self, fs: FlowState, rule: Rule) -> FlowRecord:
         """Note that `rule` caught this flow (its triggers look at the record from now on)."""
         w = fs.write
-        rec = FlowRecord(fs.seq, w.namespace if w else None, w.name if w else None)
+        rec = FlowRecord(fs.seq, w.namespace if w else None, w.name if w else None, kind=w.kind if w else None)
         fs.records[rule.id] = rec
         self.rule_flows.setdefault(rule.id, []).append(rec)
         return rec
@@ -478,8 +479,9 @@ class ProxyState:
 
     # ---- watch deliveries ------------------------------------------------------------------------
     def delivered_event(self, rec: dict[str, Any]) -> None:
-        """Note that Kueue received this Workload version (`rec`: namespace, name, resource_version …)."""
-        key = f"{rec['namespace']}/{rec['name']}"
+        """Note that Kueue received this object version (`rec`: namespace, name, resource_version …; `kind` for
+        an object other than a Workload: `object_kind`, as `delivered_key` keys it)."""
+        key = delivered_key(rec.get("object_kind"), rec["namespace"], rec["name"])
         self.delivered[key] = rec
         try:
             self.delivered_rv[key] = max(self.delivered_rv.get(key, 0), int(rec.get("resource_version") or 0))

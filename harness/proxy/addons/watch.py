@@ -34,7 +34,7 @@ class _Pending:
     line: bytes
     due: float  # epoch seconds: not before
     arrived: float
-    rec: dict[str, Any] | None  # the event's record (None: not a Workload event line)
+    rec: dict[str, Any] | None  # the event's record (None: a line not parsed or not an event)
     rule: str | None  # the delay rule that held it; None: queued behind an earlier line
 
 
@@ -65,7 +65,7 @@ class WatchStream:
             self.sent = 0
             return out
         self.buf.extend(data)
-        framing = self.state.rules.has_watch(self.resource) or bool(self.pending)
+        framing = self._ruled() or bool(self.pending)
         out = bytearray()
         while True:
             nl = self.buf.find(b"\n")
@@ -84,13 +84,22 @@ class WatchStream:
             self.state.check_triggers()
         return bytes(out)
 
+    def _ruled(self) -> bool:
+        """A loaded watch rule acts on this stream's resource."""
+        return self.state.rules.has_watch(self.resource)
+
+    def _tracked(self) -> bool:
+        """What this stream delivers is noted for `delivered` triggers: always for Workloads, for another resource
+        while a loaded `{delivered: ID}` names a rule on it (RuleBook.delivered_resources)."""
+        return self.workloads or self.resource in self.state.rules.delivered_resources()
+
     def _line(self, line: bytes, already: int, now: float) -> bytes:
         """One complete line: what goes out now (b"" if dropped or queued)."""
-        ruled = self.state.rules.has_watch(self.resource)
-        ev = kueue_api.parse_watch_line(line) if self.workloads or ruled else None
+        ruled, tracked = self._ruled(), self._tracked()
+        ev = kueue_api.parse_watch_line(line) if tracked or ruled else None
         rec = event_record(ev) if ev is not None and ev.name is not None else None
         if rec is not None and not self.workloads:
-            rec["resource"] = self.resource
+            rec["resource"], rec["object_kind"] = self.resource, ev.kind
         rule = None
         if rec is not None and already == 0 and ev.name != TICK_WORKLOAD and ruled:  # a line Kueue partly has goes on
             rule = self.state.rules.watch_rule(ev, self.resource)
@@ -108,8 +117,8 @@ class WatchStream:
         if self.pending:
             self.pending.append(_Pending(line[already:], now, now, rec, None))
             return b""
-        if rec is not None and self.workloads:
-            self._deliver(rec)
+        if rec is not None and tracked:
+            self._deliver(rec, logged=self.workloads)
         return line[already:]
 
     def _flush(self, now: float, everything: bool = False) -> bytes:
@@ -117,20 +126,23 @@ class WatchStream:
         out = bytearray()
         while self.pending and (everything or self.pending[0].due <= now):
             p = self.pending.popleft()
-            if p.rec is not None and (self.workloads or p.rule is not None):
+            if p.rec is not None and (self.workloads or p.rule is not None or self._tracked()):
                 extra: dict[str, Any] = {"delayed": round(now - p.arrived, 3)} if now > p.arrived else {}
                 if p.rule is not None:
                     extra["delayed"] = round(now - p.arrived, 3)
                     extra["delay_rule"] = p.rule
                     extra["late"] = round(now - p.due, 3)  # > 0: after its due time; < 0: early (stream end)
-                self._deliver(p.rec, **extra)
+                self._deliver(p.rec, logged=self.workloads or p.rule is not None, **extra)
             out += p.line
         return bytes(out)
 
-    def _deliver(self, rec: dict[str, Any], **extra: Any) -> None:
-        if self.workloads:
+    def _deliver(self, rec: dict[str, Any], logged: bool = True, **extra: Any) -> None:
+        """Note `rec` delivered to Kueue (the `delivered` trigger's data) and, when `logged`, record `watch_event`
+        (every Workload event; another resource's only when a watch rule acted on it)."""
+        if self.workloads or self._tracked():
             self.state.delivered_event(rec)
-        self.state.log.write("watch_event", flow=self.seq, **rec, **extra)
+        if logged:
+            self.state.log.write("watch_event", flow=self.seq, **rec, **extra)
 
     def lost(self) -> int:
         """Drop what is held back (the watch ended without an end of stream); returns how many lines."""
