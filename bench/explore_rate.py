@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     name = "explore-rate" + (f"-{args.tag}" if args.tag else "")
     if (RESULTS / f"{time.strftime('%Y-%m-%d')}-{name}.json").exists():
         name += time.strftime("-%H%M%S")  # a result of the same day and tag is never overwritten
+    cmd = [str(ROOT / ".venv" / "bin" / "kueue-harness"), "explore", "--kueue-version", args.kueue_version,
+           "--minutes", f"{args.minutes:g}", "--workers", str(args.workers), "--out", str(out),
+           *(["--reference", args.reference] if args.reference else []), *cases]
     print(f"[rate] {len(cases)} control(s), {args.workers} worker(s), {args.burners} busy loop(s): {' '.join(cmd)}")
     sampler = LoadSampler()
     with Burners(args.burners):

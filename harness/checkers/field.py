@@ -40,8 +40,10 @@ class FieldInvariant:
     JSONPath `path` satisfy one of `equals` (compared as JSON: `false` is not `"false"`… unless both are written
     so), `contains` (a substring of a string value, or an item of a list value) or `matches` (a regular expression
     searched in the value as text). `never: true` turns it round: no value may satisfy it. With `per: owner`,
-    `at_most: N` objects of each owner (ownerReferences, the controller first) may satisfy it. Judged in the
-    objects read at the verdict. `error` when no object of `kind` (of `objects`) is there to judge."""
+    `at_most: N` objects of each owner (ownerReferences, the controller first) may satisfy it. `unless`: a JSONPath
+    that leaves out every object where it finds something (a finished Workload slice:
+    `$.status.conditions[?(@.type=="Finished" && @.status=="True")]`). Judged in the objects read at the verdict.
+    `error` when no object of `kind` (of `objects`, not left out by `unless`) is there to judge."""
 
     name: ClassVar[str] = "field"
     kind: ClassVar[str] = "invariant"
@@ -55,7 +57,7 @@ class FieldInvariant:
 
     def __init__(self, kind: str, path: str, equals: Any = None, contains: Any = None, matches: str | None = None,
                  never: bool = False, objects: Sequence[str] | str = (), per: str = "object",
-                 at_most: int | None = None) -> None:
+                 at_most: int | None = None, unless: str | None = None) -> None:
         from harness.plan.match import RuleError, _jsonpath
 
         if kind not in KINDS:
@@ -64,6 +66,12 @@ class FieldInvariant:
             self.path = _jsonpath(path)
         except RuleError as e:
             raise ValueError(f"field: path {path!r} is not a JSONPath ({str(e).split(': ', 2)[-1]})") from None
+        self.unless_text, self.unless = unless, None
+        if unless is not None:
+            try:
+                self.unless = _jsonpath(unless)
+            except RuleError as e:
+                raise ValueError(f"field: unless {unless!r} is not a JSONPath ({str(e).split(': ', 2)[-1]})") from None
         given = [k for k, v in (("equals", equals), ("contains", contains), ("matches", matches)) if v is not None]
         if len(given) != 1:
             raise ValueError("field: give exactly one of equals, contains or matches")
@@ -116,10 +124,13 @@ class FieldInvariant:
             if self.objects and not any(fnmatch.fnmatchcase(v, s) for s in self.objects
                                         for v in (name, f"{ns}/{name}", names.wl(name))):
                 continue
+            if self.unless is not None and _values(obj, self.unless):
+                continue
             subjects.append(obj)
         if not subjects:
             return [Finding(self.name, "error", f"no {self.kind_name} to judge",
                             f"No {self.kind_name}{' named ' + ', '.join(self.objects) if self.objects else ' of the case'} "
+                            f"{'not left out by ' + repr(self.unless_text) + ' ' if self.unless_text else ''}"
                             f"was among the objects read at the verdict: field ({self._words()}) has no subject.")]
         holding = {id(o): any(self._holds(v) for v in _values(o, self.path)) for o in subjects}
 

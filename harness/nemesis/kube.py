@@ -121,21 +121,28 @@ class KubeRest:
         """(apiVersion, plural, namespaced, namespace, name) of a spec's `object` (and `namespace`). With `glob`,
         a name with GLOB_CHARS is looked up: the one object of that kind and namespace whose name it matches
         (raises StepError naming what matched when none or several do)."""
+        api_version, plural, namespaced, ns, names = self.targets(spec, default_ns, each=False)
+        return api_version, plural, namespaced, ns, names[0]
+
+    def targets(self, spec: Mapping[str, Any], default_ns: str, each: bool) -> tuple[str, str, bool, str | None, list[str]]:
+        """Like `target` with a glob, but the names of the objects it matches: exactly one, or with `each` one or
+        more (a step's `each: true`). Raises StepError naming what matched otherwise."""
         kind, group, name = parse_ref(spec.get("object"))
         api_version, plural, namespaced = self.resolve(kind, group)
         ns = (spec.get("namespace") or default_ns) if namespaced else None
-        if glob and is_glob(name):
-            status, data = self.request("GET", self.path(api_version, plural, namespaced, ns))
-            if status != 200:
-                raise self._refused(status, data, f"list {kind} to find {name}")
-            names = sorted(str((o.get("metadata") or {}).get("name")) for o in data.get("items") or [])
-            hits = [n for n in names if fnmatch.fnmatchcase(n, name)]
-            if len(hits) != 1:
-                where = f" in namespace {ns}" if ns else ""
-                raise StepError(f"{spec.get('object')}: the glob must match exactly one {kind}{where}; it matches "
-                                f"{len(hits)} ({', '.join(hits[:5]) or 'none'}; there are {len(names)})")
-            name = hits[0]
-        return api_version, plural, namespaced, ns, name
+        if not is_glob(name):
+            return api_version, plural, namespaced, ns, [name]
+        status, data = self.request("GET", self.path(api_version, plural, namespaced, ns))
+        if status != 200:
+            raise self._refused(status, data, f"list {kind} to find {name}")
+        names = sorted(str((o.get("metadata") or {}).get("name")) for o in data.get("items") or [])
+        hits = [n for n in names if fnmatch.fnmatchcase(n, name)]
+        if not hits or (len(hits) > 1 and not each):
+            where = f" in namespace {ns}" if ns else ""
+            how = "at least one" if each else "exactly one"
+            raise StepError(f"{spec.get('object')}: the glob must match {how} {kind}{where}; it matches "
+                            f"{len(hits)} ({', '.join(hits[:5]) or 'none'}; there are {len(names)})")
+        return api_version, plural, namespaced, ns, hits
 
     def create(self, obj: dict[str, Any], default_ns: str) -> dict[str, Any]:
         """Create `obj` (a namespaced kind without a namespace goes to `default_ns`). Returns the created
@@ -156,7 +163,16 @@ class KubeRest:
     def patch(self, spec: Mapping[str, Any], default_ns: str) -> dict[str, Any]:
         """Do a `patch` step's patch (patch_spec's form; its object's name may be a glob, GLOB_CHARS). Returns
         the patched object. Raises StepError."""
-        api_version, plural, namespaced, ns, name = self.target(spec, default_ns, glob=True)
+        return self.patch_each(spec, default_ns)[-1]
+
+    def patch_each(self, spec: Mapping[str, Any], default_ns: str) -> list[dict[str, Any]]:
+        """Do a `patch` step's patch on its one object, or with `each: true` on every object its glob matches, in
+        name order. Returns the patched objects. Raises StepError (the objects before it were patched)."""
+        api_version, plural, namespaced, ns, names = self.targets(spec, default_ns, each=bool(spec.get("each")))
+        return [self._patch_one(spec, api_version, plural, namespaced, ns, name) for name in names]
+
+    def _patch_one(self, spec: Mapping[str, Any], api_version: str, plural: str, namespaced: bool, ns: str | None,
+                   name: str) -> dict[str, Any]:
         t = next(t for t in PATCH_TYPES if spec.get(t) is not None)
         query: dict[str, Any] = {}
         body = spec[t]

@@ -223,11 +223,11 @@ class Nemesis:
         return self._step_done("create", t0, objects=done)
 
     def step_patch(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """Do a `patch` step. Returns {"seconds", "objects": [the patched object and its resourceVersion]}."""
+        """Do a `patch` step. Returns {"seconds", "objects": [each patched object and its resourceVersion]}."""
         t0 = time.monotonic()
-        patched = self._rest().patch(spec, self.namespace)
-        rv = (patched.get("metadata") or {}).get("resourceVersion")
-        return self._step_done("patch", t0, objects=[f"{steps.object_label(patched)} rv {rv}"])
+        patched = self._rest().patch_each(spec, self.namespace)
+        return self._step_done("patch", t0, objects=[
+            f"{steps.object_label(o)} rv {(o.get('metadata') or {}).get('resourceVersion')}" for o in patched])
 
     def step_delete(self, spec: dict[str, Any], rule_id: str = "delete") -> dict[str, Any]:
         """Do a `delete` step (rule `rule_id`); with `keep_terminating: S`, the object gets finalizer

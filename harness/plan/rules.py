@@ -288,7 +288,8 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
                         f"rule {r.id}: release.after[{i}]: waits for {t.ref} {t.state}, but {t.ref} "
                         f"(action {target.action}) can only be waited for as "
                         f"{' or '.join(target.kind.trigger_states) or 'nothing'}"))
-            elif t.delivered and target.kind.consulted in ("watch", "signal"):
+            elif t.delivered and (target.kind.consulted == "watch"
+                                  or (target.kind.consulted == "signal" and target.action not in ("create", "patch"))):
                 errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.delivered}'s object to be "
                                         f"delivered, but {t.delivered} (action {target.action}) has no answered write"))
             elif t.status is not None and target.kind.consulted == "signal":
@@ -426,11 +427,18 @@ class RuleBook:
 
     def delivered_resources(self) -> set[str]:
         """The resources (API path plural: `provisioningrequests`) other than workloads whose watch must be read for a
-        `{delivered: ID}` trigger of a loaded rule or step: ID's `match.resource`. Workload watches are always read."""
+        `{delivered: ID}` trigger of a loaded rule or step: ID's `match.resource`; "*" (every watch) when ID is a
+        create or patch step, which may write any kind. Workload watches are always read."""
         named = {t.delivered for st in self.rules.values() for t in (st.rule.release.after if st.rule.release else ())
                  if t.delivered}
-        return {st.rule.match.resource for rid, st in self.rules.items()
-                if rid in named and st.rule.match.resource not in (None, "workloads")}
+        out = set()
+        for rid in named & set(self.rules):
+            r = self.rules[rid].rule
+            if r.kind.consulted == "signal":
+                out.add("*")
+            elif r.match.resource not in (None, "workloads"):
+                out.add(r.match.resource)
+        return out
 
     def has(self, consulted: str) -> bool:
         """Whether any loaded rule's action is consulted that way ("watch", "signal", …)."""

@@ -304,11 +304,13 @@ def _ref_part(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def patch_spec(spec: Any) -> dict[str, Any]:
     """Check a `patch` step: {object: Kind/name, namespace?, one of merge: {…} | json: [ops] | apply: {…},
-    subresource?: status, field_manager? (apply; default kueue-harness), force? (apply; default true)}.
+    subresource?: status, field_manager? (apply; default kueue-harness), force? (apply; default true),
+    each?: true (a glob: patch every object it matches, at least one — an object whose name the plan cannot know,
+    such as an elastic Job's second Workload slice, among others; without it a glob must match exactly one)}.
     Returns it normalised. Raises StepError."""
     if not isinstance(spec, dict):
         raise StepError("expected {object: Kind/name, merge: {…}} (or json: [ops], apply: {…})")
-    allowed = {"object", "namespace", "subresource", "field_manager", "force", *PATCH_TYPES}
+    allowed = {"object", "namespace", "subresource", "field_manager", "force", "each", *PATCH_TYPES}
     unknown = sorted(set(spec) - allowed)
     if unknown:
         raise StepError(f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
@@ -331,6 +333,14 @@ def patch_spec(spec: Any) -> dict[str, Any]:
         out["subresource"] = sub
     if t != "apply" and (spec.get("field_manager") is not None or spec.get("force") is not None):
         raise StepError("field_manager and force go with apply only")
+    each = spec.get("each")
+    if each is not None:
+        if not isinstance(each, bool):
+            raise StepError("each must be true or false")
+        if each and not is_glob(parse_ref(out["object"])[2]):
+            raise StepError(f"each: true goes with a glob (Workload/job-j-*), not the one name {out['object']}")
+        if each:
+            out["each"] = True
     if t == "apply":
         fm = spec.get("field_manager", "kueue-harness")
         if not isinstance(fm, str) or not fm:
@@ -387,7 +397,8 @@ def describe_patch(spec: Mapping[str, Any]) -> str:
     body = body if len(body) <= 70 else body[:67] + "..."
     sub = f" {spec['subresource']}" if spec.get("subresource") else ""
     manager = f" as {spec['field_manager']}" if t == "apply" else ""
-    return f"patch {ref_label(spec)}{sub} ({t}{manager} {body})"
+    each = "each of " if spec.get("each") else ""
+    return f"patch {each}{ref_label(spec)}{sub} ({t}{manager} {body})"
 
 
 def default_namespace(rule: dict[str, Any], namespace: str) -> dict[str, Any]:

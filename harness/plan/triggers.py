@@ -193,7 +193,7 @@ class RuleTrigger(TriggerKind):
 @register
 class DeliveredTrigger(TriggerKind):
     """`{delivered: ID}`: Kueue's watch delivered the object of rule ID's flow answered 2xx (a create is 201), at the
-    answer's resourceVersion or later."""
+    answer's resourceVersion or later; for a create or patch step ID, every object the step wrote (`step_writes`)."""
 
     name = "delivered"
 
@@ -201,16 +201,20 @@ class DeliveredTrigger(TriggerKind):
         return f"{where}: `delivered` takes no `state` or `status` (it waits for an answer of 2xx: 200, or 201 for a create)"
 
     def satisfied(self, t, flows, delivered_rv, facts) -> bool:
-        for f in flows.get(t.delivered or "", []):
+        def seen(f: FlowRecord) -> bool:
             if f.answered_rv is None or not isinstance(f.answered_status, int) or not 200 <= f.answered_status < 300:
-                continue
+                return False
             got = delivered_rv.get(delivered_key(f.kind, f.namespace, f.name))
             try:
-                if got is not None and got >= int(f.answered_rv):
-                    return True
+                return got is not None and got >= int(f.answered_rv)
             except ValueError:
-                continue
-        return False
+                return False
+
+        mine = flows.get(t.delivered or "", [])
+        writes = [f for f in mine if f.step_write]
+        if writes:  # a step: Kueue has seen every object it wrote
+            return all(seen(f) for f in writes)
+        return any(seen(f) for f in mine)
 
     def describe(self, t: Trigger) -> str:
         return f"Kueue's watch delivered {t.delivered}'s object"
@@ -410,6 +414,24 @@ class FlowRecord:
     ok: bool | None = None
     #: The written object's kind (a KueueWrite's `kind`); None or "Workload": a Workload (`delivered_key`).
     kind: str | None = None
+    #: One object a plan step (create, patch) wrote, as the harness reported it done (`step_writes`).
+    step_write: bool = False
+
+
+#: "Workload team-a/w1 rv 12" (or "ClusterQueue cq rv 5"): how a step's `objects` name what it wrote.
+_STEP_OBJECT = re.compile(r"^(?P<kind>\S+) (?:(?P<ns>[^/\s]+)/)?(?P<name>\S+) rv (?P<rv>\d+)$")
+
+
+def step_writes(objects: Any) -> list[FlowRecord]:
+    """The records of what a create or patch step wrote, from its `signal_done` objects ("Workload team-a/w1 rv
+    12"), for `{delivered: STEP}`: answered 200 at that resourceVersion. Other strings are skipped."""
+    out = []
+    for text in objects if isinstance(objects, list) else ():
+        m = _STEP_OBJECT.match(str(text))
+        if m:
+            out.append(FlowRecord(0, m["ns"], m["name"], answered_status=200, answered_rv=m["rv"], kind=m["kind"],
+                                  step_write=True))
+    return out
 
 
 def delivered_key(kind: str | None, namespace: str | None, name: str | None) -> str:

@@ -48,6 +48,21 @@ def test_at_most_one_admitted_slice_per_job() -> None:
                    Names([], NS)).verdict == "reproduced"
 
 
+def test_unless_leaves_out_finished_slices() -> None:
+    """A replaced slice keeps QuotaReserved=True once Finished (pkg/workload/workload.go Finish only adds the
+    condition): `unless` leaves it out, so only active slices are counted."""
+    finished = wl("s1", "j")
+    finished["status"]["conditions"].append({"type": "Finished", "status": "True"})
+    objs = {"workloads": [finished, wl("s2", "j")]}
+    kw = dict(per="owner", at_most=1, equals="True", path='$.status.conditions[?(@.type=="Admitted")].status')
+    assert judge(FieldInvariant("Workload", **kw), objs)[0][0] == "violated"
+    unless = '$.status.conditions[?(@.type=="Finished" && @.status=="True")]'
+    assert judge(FieldInvariant("Workload", unless=unless, **kw), objs)[0][0] == "held"
+    assert judge(FieldInvariant("Workload", unless=unless, **kw), {"workloads": [finished]})[0][0] == "error"
+    with pytest.raises(ValueError, match="unless"):
+        FieldInvariant("Workload", unless="$.[", **kw)
+
+
 @pytest.mark.parametrize("kw, words", [
     ({"kind": "Gadget", "path": "$.x", "equals": 1}, "not one of"),
     ({"kind": "Job", "path": "$.[", "equals": 1}, "not a JSONPath"),
@@ -59,3 +74,15 @@ def test_bad_parameters_are_refused_with_what_to_change(kw, words) -> None:
     with pytest.raises(ValueError, match=words):
         FieldInvariant(**kw)
     assert "field" in REGISTRY
+
+
+def test_a_patch_step_with_each_takes_a_glob_only() -> None:
+    """`each: true` (harness/plan/steps.py patch_spec): every object a glob matches; with one name it is refused."""
+    from harness.plan.steps import StepError, describe_patch, patch_spec
+
+    spec = patch_spec({"object": "Workload/job-j-*", "each": True, "merge": {"metadata": {"labels": {"x": "1"}}}})
+    assert spec["each"] is True and describe_patch(spec).startswith("patch each of Workload/job-j-*")
+    with pytest.raises(StepError, match="goes with a glob"):
+        patch_spec({"object": "Workload/w1", "each": True, "merge": {}})
+    with pytest.raises(StepError, match="each must be true or false"):
+        patch_spec({"object": "Workload/w*", "each": "yes", "merge": {}})

@@ -420,3 +420,35 @@ def test_forced_guards_that_caught_nothing_guarded_nothing() -> None:
                        key=lambda e: e["ts"])
     [f] = Forced(["adm"], guards=["qr"]).check(timed_out, {}, Names(timed_out))
     assert f.result == "violated" and "qr ended by hold_timeout" in f.evidence
+
+
+def test_delivered_on_a_step_waits_until_kueue_saw_every_object_it_wrote() -> None:
+    """`{delivered: STEP}`: kueue PR #11327's plan touches every slice of an elastic Job (a patch with `each`) and
+    goes on only once Kueue's Workload watch delivered each of them at the patched resourceVersion or later."""
+    plan = parse_plan(HEAD + """
+steps:
+  - {id: touch, patch: {object: Workload/job-j-*, each: true, merge: {metadata: {labels: {x: "1"}}}}}
+  - {id: after, after: [{delivered: touch}], delete: Workload/w9}
+""", namespace=NS)
+    addon = KueueFaults()
+    assert addon._handle("POST", "/plan", plan.to_wire())[0] == 201
+    assert addon.rules.delivered_resources() == {"*"}  # a step may write any kind: every watch is read
+    t = trig(delivered="touch")
+    addon._handle("POST", "/signals/touch/done", {"ok": True, "seconds": 0.01, "objects": [
+        f"Workload {NS}/job-j-a rv 10", f"Workload {NS}/job-j-b rv 11"]})
+    assert not trigger_satisfied(t, addon.state.rule_flows, addon.delivered_rv)
+    addon.state.delivered_event({"namespace": NS, "name": "job-j-a", "resource_version": "10"})
+    assert not trigger_satisfied(t, addon.state.rule_flows, addon.delivered_rv)  # job-j-b not yet
+    addon.state.delivered_event({"namespace": NS, "name": "job-j-b", "resource_version": "12"})
+    assert trigger_satisfied(t, addon.state.rule_flows, addon.delivered_rv)
+    addon.state.check_triggers()  # as the watch tap does after each chunk
+    assert [e["rule"] for e in events(addon, "signalled")] == ["touch", "after"]
+
+
+def test_delivered_names_a_create_or_patch_step_only() -> None:
+    addon = KueueFaults()
+    code, payload = addon._handle("POST", "/plan", {"name": "p", "rules": [
+        {"id": "w", "action": "wait", "wait": {"object": "Workload/w1", "condition": "Admitted"}},
+        {"id": "s", "action": "delete", "delete": "Workload/w1", "release": {"after": [{"delivered": "w"}]}},
+    ]})
+    assert code == 400 and "has no answered write" in payload["error"]

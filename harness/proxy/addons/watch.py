@@ -91,7 +91,8 @@ class WatchStream:
     def _tracked(self) -> bool:
         """What this stream delivers is noted for `delivered` triggers: always for Workloads, for another resource
         while a loaded `{delivered: ID}` names a rule on it (RuleBook.delivered_resources)."""
-        return self.workloads or self.resource in self.state.rules.delivered_resources()
+        wanted = self.state.rules.delivered_resources()
+        return self.workloads or self.resource in wanted or "*" in wanted
 
     def _line(self, line: bytes, already: int, now: float) -> bytes:
         """One complete line: what goes out now (b"" if dropped or queued)."""
