@@ -463,3 +463,22 @@ def test_an_object_gone_at_once_is_a_completed_deletion():
     assert f.result == "held" and "no finalizer held it" in f.evidence
     after = ev(31, "monitor", "object_deleted", kind="Workload", key=KEY, finalizers=[])  # the teardown's deletion, after the verdict: still nothing in the case
     assert results(judge(DeletionCompletes(), start(30) + [after])) == ["error"]
+
+
+def test_the_larger_count_is_taken_after_both_are_cut_at_the_preemptor_s_quota():
+    """kind, 8 busy loops, 2026-12-07: Kueue wrote 5 evictions of job-a before the preemptor's admission; the
+    monitor reported all 5 too, 2 of them after that admission. Comparing the counts before the cut kept the
+    monitor's (5 = 5), which the cut made 3: a thrashing bug judged `passed`."""
+    wl_a, wl_p = "job-job-a-a1b2c", "job-preemptor-d3e4f"
+    h = start() + [ev(0.1, "harness", "job_created", job=f"{NS}/job-a"),
+                   ev(0.2, "harness", "job_created", job=f"{NS}/preemptor")]
+    flow = 100
+    for t in (1.0, 2.0, 3.0, 4.0, 5.0):
+        h += _write(t, flow := flow + 1, "eviction", wl_a) + _write(t + 0.5, flow := flow + 1, "admission", wl_a)
+    h += _write(6.0, flow := flow + 1, "admission", wl_p)
+    h += [ev(t, "monitor", "workload_evicted", key=f"{NS}/{wl_a}", reason="Preempted")
+          for t in (1.2, 3.5, 3.6, 7.0, 7.5)]  # 5, lagging: 2 after the preemptor's quota
+    h = sorted(h, key=lambda e: e["ts"])
+    found = BoundedEvictions(until_quota="preemptor").check(h, {}, Names(h))
+    (f,) = [x for x in found if "job-a" in x.summary]
+    assert f.result == "violated" and "5 times" in f.evidence and "eviction write ×5" in f.evidence
