@@ -140,13 +140,20 @@ def _decide(item: pytest.Item, ctx: CaseContext, raised: BaseException | None = 
     detail = "\n".join(f"  {f.check}: {f.result}: {f.evidence}" for f in v.findings
                        if f.result not in ("held", "not applicable") or not f.assumption)
     if v.verdict == "error":
-        raise AssumptionFailed(f"{v.reason}\n{detail}") from raised
+        raise _verdict(AssumptionFailed(f"{v.reason}\n{detail}")) from raised
     if raised is not None:
         return
     if v.verdict == "reproduced":
-        raise InvariantViolation(f"{v.reason}\n{detail}")
+        raise _verdict(InvariantViolation(f"{v.reason}\n{detail}"))
     if v.verdict == "inconclusive":
-        raise AssumptionFailed(f"inconclusive: {v.reason}\n{detail}")
+        raise _verdict(AssumptionFailed(f"inconclusive: {v.reason}\n{detail}"))
+
+
+def _verdict(e: Exception) -> Exception:
+    """Mark `e` as the checkers' verdict (raised by the harness, not by the case's own code): its report is its
+    message, not the plugin's source (pytest_runtest_makereport)."""
+    e._kh_verdict = True  # type: ignore[attr-defined]
+    return e
 
 
 @pytest.hookimpl(wrapper=True)
@@ -207,6 +214,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         _stop_for_space(item.session, call.excinfo.value, item.config._kh_artifacts)  # type: ignore[attr-defined]
     if rep.when == "call" or rep.failed:
         item.config.stash.get(_STOP_KEY, {}).setdefault("decided", set()).add(item.nodeid)
+    if rep.when == "call" and rep.failed and call.excinfo is not None and getattr(call.excinfo.value, "_kh_verdict", False):
+        # The verdict's words, not ~20 lines of the plugin's source around the raise (a new user's report).
+        rep.longrepr = f"{call.excinfo.typename}: {call.excinfo.value}"
     write_summary(item.session)  # this case's verdict, on disk now
     return rep
 
