@@ -338,6 +338,9 @@ class RecordingRest:
         self.calls.append(("patch", spec["object"]))
         return {"kind": "Workload", "metadata": {"name": "w1", "namespace": ns, "resourceVersion": "8"}}
 
+    def patch_each(self, spec, ns):  # the runner's call (a glob with each: true patches several)
+        return [self.patch(spec, ns)]
+
     def delete(self, spec, ns):
         self.calls.append(("delete", spec["object"]))
         return {}
