@@ -106,7 +106,7 @@ class CaseContext:
         counted as asked for (kueue_not_restarted_unasked). Returns env.configure_kueue()'s answer."""
         if not hasattr(self.env, "configure_kueue"):
             raise HarnessError(f"this target cannot change Kueue's configuration per case ({cfg.summary()}); "
-                               "use --target local")
+                               "use --target local, kind or kubeconfig (each can)")
         res = self.env.configure_kueue(cfg)
         self.record("kueue_configured", why=why, declared=cfg.to_json(), summary=cfg.summary(), **res,
                     feature_gates=dict(getattr(self.env, "kueue_reported_gates", {}) or {}))

@@ -1,6 +1,7 @@
 """What a case declares, read from its markers: `kueue_bug` (the known bug, and whether it should reproduce on
 the Kueue that runs: a strict expected failure), `checkers` (the Selection that decides its verdict),
-`kueue_config` and `pods`; and the pytest stash keys the plugin keeps its state in.
+`kueue_log` (more of Kueue's log lines in the history), `kueue_config` and `pods`; and the pytest stash keys the
+plugin keeps its state in.
 """
 
 from __future__ import annotations
