@@ -36,8 +36,9 @@ def sessions_root() -> Path:
 
 
 def check_name(name: str | None) -> str:
-    """`name` (None: "default") if it is a usable session name, else HarnessError saying what is."""
-    name = name or DEFAULT_NAME
+    """`name` (None: "default") if it is a usable session name, else HarnessError saying what is. An empty name
+    (`--name ''`) is refused, not taken as the default session: a user who typed it meant some name."""
+    name = DEFAULT_NAME if name is None else name
     if not _NAME.fullmatch(name):
         raise HarnessError(f"session name {name!r} is not usable: use 1-63 letters, digits, '.', '_' or '-', "
                            "starting with a letter or digit (e.g. `--name old`)")
