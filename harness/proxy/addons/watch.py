@@ -56,6 +56,7 @@ class WatchStream:
         self.buf = bytearray()  # bytes not yet framed into complete lines
         self.sent = 0  # how many leading bytes of buf Kueue already received (pass-through of partial lines)
         self.pending: deque[_Pending] = deque()
+        self.ruled, self.tracked = False, self.workloads  # set per chunk in __call__
 
     def __call__(self, data: bytes) -> bytes:
         now = self.clock()
@@ -65,7 +66,10 @@ class WatchStream:
             self.sent = 0
             return out
         self.buf.extend(data)
-        framing = self._ruled() or bool(self.pending)
+        # What the loaded rules ask of this stream, once per chunk (not per line: the rules change only between
+        # chunks, when triggers are checked).
+        self.ruled, self.tracked = self._ruled(), self._tracked()
+        framing = self.ruled or bool(self.pending)
         out = bytearray()
         while True:
             nl = self.buf.find(b"\n")
@@ -91,12 +95,14 @@ class WatchStream:
     def _tracked(self) -> bool:
         """What this stream delivers is noted for `delivered` triggers: always for Workloads, for another resource
         while a loaded `{delivered: ID}` names a rule on it (RuleBook.delivered_resources)."""
+        if self.workloads:
+            return True
         wanted = self.state.rules.delivered_resources()
-        return self.workloads or self.resource in wanted or "*" in wanted
+        return self.resource in wanted or "*" in wanted
 
     def _line(self, line: bytes, already: int, now: float) -> bytes:
         """One complete line: what goes out now (b"" if dropped or queued)."""
-        ruled, tracked = self._ruled(), self._tracked()
+        ruled, tracked = self.ruled, self.tracked
         ev = kueue_api.parse_watch_line(line) if tracked or ruled else None
         rec = event_record(ev) if ev is not None and ev.name is not None else None
         if rec is not None and not self.workloads:
@@ -127,7 +133,7 @@ class WatchStream:
         out = bytearray()
         while self.pending and (everything or self.pending[0].due <= now):
             p = self.pending.popleft()
-            if p.rec is not None and (self.workloads or p.rule is not None or self._tracked()):
+            if p.rec is not None and (p.rule is not None or self.tracked):
                 extra: dict[str, Any] = {"delayed": round(now - p.arrived, 3)} if now > p.arrived else {}
                 if p.rule is not None:
                     extra["delayed"] = round(now - p.arrived, 3)
@@ -140,7 +146,7 @@ class WatchStream:
     def _deliver(self, rec: dict[str, Any], logged: bool = True, **extra: Any) -> None:
         """Note `rec` delivered to Kueue (the `delivered` trigger's data) and, when `logged`, record `watch_event`
         (every Workload event; another resource's only when a watch rule acted on it)."""
-        if self.workloads or self._tracked():
+        if self.tracked:
             self.state.delivered_event(rec)
         if logged:
             self.state.log.write("watch_event", flow=self.seq, **rec, **extra)
