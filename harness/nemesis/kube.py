@@ -121,16 +121,17 @@ class KubeRest:
         """(apiVersion, plural, namespaced, namespace, name) of a spec's `object` (and `namespace`). With `glob`,
         a name with GLOB_CHARS is looked up: the one object of that kind and namespace whose name it matches
         (raises StepError naming what matched when none or several do)."""
-        api_version, plural, namespaced, ns, names = self.targets(spec, default_ns, each=False)
+        api_version, plural, namespaced, ns, names = self.targets(spec, default_ns, each=False, glob=glob)
         return api_version, plural, namespaced, ns, names[0]
 
-    def targets(self, spec: Mapping[str, Any], default_ns: str, each: bool) -> tuple[str, str, bool, str | None, list[str]]:
+    def targets(self, spec: Mapping[str, Any], default_ns: str, each: bool,
+                glob: bool = True) -> tuple[str, str, bool, str | None, list[str]]:
         """Like `target` with a glob, but the names of the objects it matches: exactly one, or with `each` one or
         more (a step's `each: true`). Raises StepError naming what matched otherwise."""
         kind, group, name = parse_ref(spec.get("object"))
         api_version, plural, namespaced = self.resolve(kind, group)
         ns = (spec.get("namespace") or default_ns) if namespaced else None
-        if not is_glob(name):
+        if not (glob and is_glob(name)):
             return api_version, plural, namespaced, ns, [name]
         status, data = self.request("GET", self.path(api_version, plural, namespaced, ns))
         if status != 200:
