@@ -27,6 +27,16 @@ def _values(obj: Mapping[str, Any], path: Any) -> list[Any]:
     return [m.value for m in path.find(obj)]
 
 
+def _compiled(what: str, expr: str) -> Any:
+    """The JSONPath `expr` of parameter `what`, compiled; ValueError saying so when it is not one."""
+    from harness.plan.match import RuleError, _jsonpath
+
+    try:
+        return _jsonpath(expr)
+    except RuleError as e:
+        raise ValueError(f"field: {what} {expr!r} is not a JSONPath ({str(e).split(': ', 2)[-1]})") from None
+
+
 def _owner(obj: Mapping[str, Any]) -> str | None:
     """"Kind/name" of the object's controller owner (else its first owner), None without one."""
     refs = [r for r in (obj.get("metadata") or {}).get("ownerReferences") or [] if isinstance(r, Mapping)]
@@ -58,20 +68,10 @@ class FieldInvariant:
     def __init__(self, kind: str, path: str, equals: Any = None, contains: Any = None, matches: str | None = None,
                  never: bool = False, objects: Sequence[str] | str = (), per: str = "object",
                  at_most: int | None = None, unless: str | None = None) -> None:
-        from harness.plan.match import RuleError, _jsonpath
-
         if kind not in KINDS:
             raise ValueError(f"field: kind {kind!r} is not one of {', '.join(KINDS)}")
-        try:
-            self.path = _jsonpath(path)
-        except RuleError as e:
-            raise ValueError(f"field: path {path!r} is not a JSONPath ({str(e).split(': ', 2)[-1]})") from None
-        self.unless_text, self.unless = unless, None
-        if unless is not None:
-            try:
-                self.unless = _jsonpath(unless)
-            except RuleError as e:
-                raise ValueError(f"field: unless {unless!r} is not a JSONPath ({str(e).split(': ', 2)[-1]})") from None
+        self.path = _compiled("path", path)
+        self.unless_text, self.unless = unless, (_compiled("unless", unless) if unless is not None else None)
         given = [k for k, v in (("equals", equals), ("contains", contains), ("matches", matches)) if v is not None]
         if len(given) != 1:
             raise ValueError("field: give exactly one of equals, contains or matches")
