@@ -32,6 +32,7 @@ from harness.plan.triggers import (  # noqa: F401
     TIMEOUT_MESSAGE,
     TRIGGER_KINDS,
     TRIGGER_STATES,
+    WRITING_STEPS,
     FlowRecord,
     Release,
     Trigger,
@@ -289,7 +290,7 @@ def rule_set_errors(rules: list[Rule], loaded: set[str] = frozenset(),
                         f"(action {target.action}) can only be waited for as "
                         f"{' or '.join(target.kind.trigger_states) or 'nothing'}"))
             elif t.delivered and (target.kind.consulted == "watch"
-                                  or (target.kind.consulted == "signal" and target.action not in ("create", "patch"))):
+                                  or (target.kind.consulted == "signal" and target.action not in WRITING_STEPS)):
                 errors.append(RuleError(f"rule {r.id}: release.after[{i}]: waits for {t.delivered}'s object to be "
                                         f"delivered, but {t.delivered} (action {target.action}) has no answered write"))
             elif t.status is not None and target.kind.consulted == "signal":

@@ -418,6 +418,8 @@ class FlowRecord:
     step_write: bool = False
 
 
+#: The steps whose writes a `{delivered: STEP}` waits for (step_writes).
+WRITING_STEPS = ("create", "patch")
 #: "Workload team-a/w1 rv 12" (or "ClusterQueue cq rv 5"): how a step's `objects` name what it wrote.
 _STEP_OBJECT = re.compile(r"^(?P<kind>\S+) (?:(?P<ns>[^/\s]+)/)?(?P<name>\S+) rv (?P<rv>\d+)$")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.kueue.api import KueueWrite
 from harness.plan.rules import FlowRecord, Rule, RuleBook, RuleError, Trigger, trigger_satisfied, validate_rule_set
-from harness.plan.triggers import delivered_key, step_writes
+from harness.plan.triggers import WRITING_STEPS, delivered_key, step_writes
 from harness.proxy.notices import clock
 
 #: How many ended holds the proxy remembers (to answer `release ID` of one that is gone).
@@ -373,7 +373,7 @@ class ProxyState:
         sig.done, sig.ok, sig.result = True, ok, dict(detail)
         for rec in self.rule_flows.get(rule_id, []):
             rec.released, rec.ok = True, ok
-        if ok and sig.rule.action in ("create", "patch"):  # what it wrote, for `{delivered: STEP}`
+        if ok and sig.rule.action in WRITING_STEPS:  # what it wrote, for `{delivered: STEP}`
             self.rule_flows.setdefault(rule_id, []).extend(step_writes(detail.get("objects")))
         ev = self.log.write("signal_done", rule=rule_id, action=sig.rule.action, ok=ok,
                             since_signalled=round(time.time() - sig.fired, 3), **detail)
