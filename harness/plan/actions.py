@@ -23,7 +23,22 @@ from harness.plan.match import STAGES, TICK_WORKLOAD, WATCH_EVENT_TYPES, RuleErr
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from harness.kueue.api import WatchEvent
-    from harness.plan.rules import Rule
+
+
+class Rule(Protocol):
+    """What a kind reads of a rule (harness/plan/rules.py `Rule` is the one implementation; named here as a
+    protocol so this module, below rules.py, never imports it)."""
+
+    id: str
+    match: Any
+    action: str
+    stage: str
+    times: int | None
+    delay: float
+    release: Any
+
+    def param(self, key: str) -> Any:
+        """The value of this kind's own key `key` (its default when the rule does not give it)."""
 
 class FlowAct(Protocol):
     """What the proxy gives a flow action's `apply` (harness/proxy/addons/inject.py implements it)."""
@@ -67,8 +82,11 @@ class Action:
     #: Whether a rule of this kind uses the base `delay` key (delay, fail, delay_watch_events); any other
     #: kind refuses a `delay` > 0 instead of ignoring it (Rule.from_dict).
     takes_delay: ClassVar[bool] = False
-    #: Extra rule keys this kind takes, with their defaults (stored in Rule.params).
+    #: Extra rule keys this kind takes, with their defaults (stored in Rule.params): the kind owns them, and a
+    #: rule of another kind that gives one is refused (Rule.from_dict).
     params: ClassVar[dict[str, Any]] = {}
+    #: Why a key another kind owns does not apply to this one, when there is more to say (key -> words).
+    misuse_hints: ClassVar[dict[str, str]] = {}
     #: One line for docs and `kueue-harness` help: what the kind does.
     one_line: ClassVar[str] = ""
     #: Whether the harness must make watch chunks arrive for it (harness/nemesis/runner.py prepares its tick
@@ -169,7 +187,22 @@ class Hold(Action):
     aliases = ("hold_response",)
     trigger_states = ("held", "released", "answered")
     takes_release = True
+    #: `max_hold`: seconds after which the proxy releases the hold by itself (the case's verdict becomes
+    #: `error`: harness/checkers/assumptions.py); a `release.timeout` must not be longer.
+    params = {"max_hold": 600.0}
     one_line = "park the request (or with stage response / hold_response: the answer) until released"
+    misuse_hints = {k: "a hold answers an error through release: `then: fail` or `on_timeout: fail` with release.status"
+                    for k in ("status", "reason", "message")}
+
+    def validate(self, rule: "Rule") -> None:
+        max_hold = rule.param("max_hold")
+        if isinstance(max_hold, bool) or not isinstance(max_hold, (int, float)) or not max_hold > 0:
+            raise RuleError(f"rule {rule.id}: max_hold must be a number > 0, got {max_hold!r}", key="max_hold")
+        rel = rule.release
+        if rel is not None and rel.timeout is not None and rel.timeout > max_hold:
+            raise RuleError(f"rule {rule.id}: release.timeout {rel.timeout:g} s is longer than max_hold "
+                            f"{max_hold:g} s: the proxy would end the hold first; raise max_hold or lower the timeout",
+                            key="release")
 
     def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
         if d.get("action") == "hold_response":  # plan sugar: a hold at stage response
@@ -213,6 +246,8 @@ class Fail(Action):
 
     takes_delay = True
     name = "fail"
+    #: The Kubernetes Status answered: HTTP `status` (400-599), its `reason` and `message`.
+    params = {"status": 500, "reason": "InternalError", "message": "injected by kueue-harness"}
     one_line = "answer `status` with a Kubernetes Status body (after `delay` seconds when given)"
 
     def describe(self, rule: Mapping[str, Any]) -> str:
@@ -221,16 +256,21 @@ class Fail(Action):
             " (after kube-apiserver applied it)" if rule.get("stage") == "response" else "")
 
     def validate(self, rule: "Rule") -> None:
-        if not 400 <= rule.status <= 599:
+        status = rule.param("status")
+        if isinstance(status, bool) or not isinstance(status, int) or not 400 <= status <= 599:
             # A Kubernetes Status of a failed call: client-go treats any other answer as a success or a redirect.
-            raise RuleError(f"rule {rule.id}: a fail answers an error: status must be 400-599, got {rule.status}",
+            raise RuleError(f"rule {rule.id}: a fail answers an error: status must be 400-599, got {status!r}",
                             key="status")
+        for key in ("reason", "message"):
+            if not isinstance(rule.param(key), str):
+                raise RuleError(f"rule {rule.id}: {key} must be a string, got {rule.param(key)!r}", key=key)
 
     async def apply(self, act: FlowAct, rule: "Rule", stage: str) -> None:
         if rule.delay > 0:
             await act.sleep(rule.delay)
-        act.fail(rule.status, rule.reason, rule.message)
-        act.log("failed", status=rule.status, **({"after": rule.delay} if rule.delay > 0 else {}))
+        status = rule.param("status")
+        act.fail(status, rule.param("reason"), rule.param("message"))
+        act.log("failed", status=status, **({"after": rule.delay} if rule.delay > 0 else {}))
 
 
 @register
@@ -373,216 +413,6 @@ class RestartKueue(_SignalAction):
         kill = bool(rule.get("kill", False))
         seconds = runner.restart_kueue(kill=kill, rule=str(rule.get("id")))
         return {"kill": kill, "seconds": seconds}
-
-
-# ---- plan steps (signals too: fired by triggers, done by the harness against kube-apiserver) -------
-
-
-class _StepAction(_SignalAction):
-    """A plan step (docs/fault-plans.md, Steps): written under a plan's `steps:` with `after:` triggers,
-    loaded as a signal rule (its `release.after`). The proxy signals it when its triggers hold; the
-    harness (harness/nemesis/runner.py) does it directly against kube-apiserver with the admin identity, never
-    through the proxy, and reports it done (`signal_done` with ok, seconds, and what it did)."""
-
-    is_step = True
-    stage_hint = "a step acts on kube-apiserver directly, not on Kueue's requests"
-
-    def validate(self, rule: "Rule") -> None:
-        super().validate(rule)
-        rel = rule.release
-        if rel is not None and rel.timeout is not None:
-            raise RuleError(f"rule {rule.id}: a step runs when its `after` triggers hold, or never; it takes no "
-                            "release.timeout (a `wait` step takes `timeout`)", key="release")
-
-    @staticmethod
-    def spec(rule: Mapping[str, Any] | "Rule", key: str) -> Any:
-        return rule.param(key) if hasattr(rule, "param") else rule.get(key)
-
-
-@register
-class Create(_StepAction):
-    """Create objects, in order: inline (`{apiVersion, kind, metadata: {name}, …}`) or built by a builder
-    of harness/objects/builders.py by name (`{builder: workload, args: {name: w1}, with: [{queue: lq}]}`), or a list
-    of those."""
-
-    name = "create"
-    params = {"create": None}
-    one_line = "plan step: create objects (inline, or by a harness/objects/builders.py builder) in kube-apiserver"
-
-    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
-        from harness.plan import steps
-
-        if d.get("create") is not None:
-            try:
-                d = {**d, "create": steps.build_objects(d["create"])}
-            except steps.StepError as e:
-                raise RuleError(f"rule {d.get('id')}: create: {e}", key="create") from None
-        return d
-
-    def validate(self, rule: "Rule") -> None:
-        super().validate(rule)
-        if not rule.param("create"):
-            raise RuleError(f"rule {rule.id}: create: give the object(s) to create", key="create")
-
-    def describe(self, rule: Mapping[str, Any]) -> str:
-        from harness.plan import steps
-
-        return "create " + ", ".join(steps.object_label(o) for o in self.spec(rule, "create") or [])
-
-    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
-        return runner.step_create(rule.get("create") or [])
-
-
-@register
-class Patch(_StepAction):
-    """Patch one object: `{object: Kind/name, merge: {…}}` (JSON merge patch), `json: [ops]` (JSON patch)
-    or `apply: {…}` (server-side apply as `field_manager`, default kueue-harness, forced); `subresource:
-    status` for its status."""
-
-    name = "patch"
-    params = {"patch": None}
-    one_line = "plan step: patch an object (merge, JSON patch or server-side apply), its status too"
-
-    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
-        from harness.plan import steps
-
-        if d.get("patch") is not None:
-            try:
-                d = {**d, "patch": steps.patch_spec(d["patch"])}
-            except steps.StepError as e:
-                raise RuleError(f"rule {d.get('id')}: patch: {e}", key="patch") from None
-        return d
-
-    def validate(self, rule: "Rule") -> None:
-        super().validate(rule)
-        if not rule.param("patch"):
-            raise RuleError(f"rule {rule.id}: patch: give {{object: Kind/name, merge: {{…}}}}", key="patch")
-
-    def describe(self, rule: Mapping[str, Any]) -> str:
-        from harness.plan import steps
-
-        return steps.describe_patch(self.spec(rule, "patch") or {})
-
-    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
-        return runner.step_patch(rule.get("patch") or {})
-
-
-@register
-class Delete(_StepAction):
-    """Delete one object: `Kind/name` or `{object: Kind/name, namespace, propagation}`."""
-
-    name = "delete"
-    params = {"delete": None}
-    one_line = "plan step: delete an object"
-
-    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
-        from harness.plan import steps
-
-        if d.get("delete") is not None:
-            try:
-                d = {**d, "delete": steps.delete_spec(d["delete"])}
-            except steps.StepError as e:
-                raise RuleError(f"rule {d.get('id')}: delete: {e}", key="delete") from None
-        return d
-
-    def validate(self, rule: "Rule") -> None:
-        super().validate(rule)
-        if not rule.param("delete"):
-            raise RuleError(f"rule {rule.id}: delete: give the object (Kind/name)", key="delete")
-
-    def describe(self, rule: Mapping[str, Any]) -> str:
-        from harness.plan import steps
-
-        spec = self.spec(rule, "delete") or {}
-        how = ([f"propagation {spec['propagation']}"] if spec.get("propagation") else []) + (
-            [f"kept Terminating {spec['keep_terminating']:g}s"] if spec.get("keep_terminating") else [])
-        return "delete " + steps.ref_label(spec) + (f" ({', '.join(how)})" if how else "")
-
-    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
-        return runner.step_delete(rule.get("delete") or {}, str(rule.get("id")))
-
-
-@register
-class Wait(_StepAction):
-    """Wait (at most `timeout` seconds) for a fact — `{log: REGEX}` or `{object: Kind/name, condition: T,
-    status: S}` / `{…, deleted: true}` / `{…, field: JSONPATH, equals: V}` — to have happened since the plan
-    was loaded, or with `since: STEP` since plan step STEP began (its `signalled`: e.g. the reconcile that
-    follows a delete step, not an earlier one); a `since: TRIGGER` (any trigger) is loaded as a `sleep: 0`
-    anchor step after that trigger (harness/plan/load.py); a timeout fails the step."""
-
-    name = "wait"
-    params = {"wait": None, "timeout": 60.0, "since": None}
-    one_line = "plan step: wait for a Kueue log line or an object's condition, deletion or field value"
-
-    def normalize(self, d: dict[str, Any]) -> dict[str, Any]:
-        from harness.plan.triggers import Trigger
-
-        w = d.get("wait")
-        if w is not None:
-            t = Trigger.from_dict(w, f"rule {d.get('id')}: wait")
-            if not t.is_fact:
-                raise RuleError(f"rule {d.get('id')}: wait: waits for a fact, {{log: REGEX}} or {{object: Kind/name, …}}"
-                                "; for another rule or step, give the step `after:` triggers", key="wait")
-            d = {**d, "wait": {k: v for k, v in t.__dict__.items() if v is not None and k != "state"}}
-        return d
-
-    def validate(self, rule: "Rule") -> None:
-        super().validate(rule)
-        if not rule.param("wait"):
-            raise RuleError(f"rule {rule.id}: wait: give {{log: REGEX}} or {{object: Kind/name, condition: Type}}",
-                            key="wait")
-        t = rule.param("timeout")
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0 or t != t or t == float("inf"):
-            raise RuleError(f"rule {rule.id}: timeout must be seconds > 0, got {t!r}", key="timeout")
-        since = rule.param("since")
-        if since is not None and (not isinstance(since, str) or not since):
-            raise RuleError(f"rule {rule.id}: since must name a step of the plan (the wait counts from when that "
-                            f"step began), got {since!r}", key="since")
-        if since == rule.id:
-            raise RuleError(f"rule {rule.id}: since names the wait step itself; name the step before it whose "
-                            "start the wait counts from", key="since")
-
-    def describe(self, rule: Mapping[str, Any]) -> str:
-        from harness.plan.triggers import Trigger
-
-        w = self.spec(rule, "wait") or {}
-        try:
-            what = Trigger(**w).describe()
-        except TypeError:
-            what = str(w)
-        t = self.spec(rule, "timeout")
-        since = self.spec(rule, "since")
-        return (f"wait until {what}" + (f" since step {since} began" if since else "")
-                + (f" (at most {_num(t)}s)" if t is not None else ""))
-
-    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
-        return runner.step_wait(rule.get("wait") or {}, float(rule.get("timeout") or 60.0), str(rule.get("id")),
-                                since=rule.get("since"))
-
-
-@register
-class Sleep(_StepAction):
-    """Let `sleep` seconds of wall time pass (0 ≤ seconds ≤ 600). Only for the rare scenario where time itself
-    is the point — Kueue acts on a clock (a backoff, a timeout, a batch period) and the plan must let that
-    clock run out; to order things, use triggers (docs/fault-plans.md, Steps). `sleep: 0` is a do-nothing
-    step: the loader makes one as the anchor of a wait's `since: TRIGGER`."""
-
-    name = "sleep"
-    params = {"sleep": None}
-    one_line = "plan step: let wall time pass (only when time itself is the point; order by triggers)"
-    MAX = 600.0
-
-    def validate(self, rule: "Rule") -> None:
-        super().validate(rule)
-        t = rule.param("sleep")
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= self.MAX or t != t:
-            raise RuleError(f"rule {rule.id}: sleep must be seconds from 0 to {self.MAX:g}, got {t!r}", key="sleep")
-
-    def describe(self, rule: Mapping[str, Any]) -> str:
-        return f"let {_num(self.spec(rule, 'sleep'))}s pass"
-
-    def perform(self, runner: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
-        return runner.step_sleep(float(rule.get("sleep") or 0.0))
 
 
 def step_names() -> tuple[str, ...]:

@@ -49,8 +49,7 @@ _RULE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
 #: Rule keys every action shares (Rule's fields except `params`); extra keys come from the actions.
-_BASE_KEYS = ("id", "match", "action", "stage", "times", "skip", "status", "reason", "message", "delay", "max_hold",
-              "release")
+_BASE_KEYS = ("id", "match", "action", "stage", "times", "skip", "delay", "release")
 
 
 #: The largest `times`, `skip`, `status`, `delay` or `max_hold` a rule takes: far beyond any run.
@@ -85,11 +84,7 @@ class Rule:
     #: Matching requests let through untouched before the rule acts (the next rule may take them): `skip: 1,
     #: times: null` fails every write of a kind but the first ("a write that starts failing").
     skip: int = 0
-    status: int = 500
-    reason: str = "InternalError"
-    message: str = "injected by kueue-harness"
     delay: float = 0.0
-    max_hold: float = 600.0
     release: Release | None = None
     params: tuple[tuple[str, Any], ...] = ()
 
@@ -135,6 +130,8 @@ class Rule:
         if d.get("release") is not None:
             d["release"] = Release.from_dict(d["release"], rid)
         for k, types in (("times", int), ("skip", int), ("status", int), ("delay", (int, float)), ("max_hold", (int, float))):
+            # status and max_hold belong to fail and hold (their `params`); checked here, before the kind's own
+            # checks, so every kind's number keys say the same thing when they are no number
             if k not in d or (k == "times" and d[k] is None):
                 continue
             if isinstance(d[k], bool) or not isinstance(d[k], types) or (
@@ -147,7 +144,9 @@ class Rule:
         for k, (owner, _default) in actions.all_params().items():
             if k in d:
                 if owner != kind.name:
-                    raise RuleError(f"rule {rid}: {k} applies to action {owner} only, not {kind.name}", key=k)
+                    hint = kind.misuse_hints.get(k)
+                    raise RuleError(f"rule {rid}: {k} applies to action {owner} only, not {kind.name}"
+                                    + (f" ({hint})" if hint else ""), key=k)
                 params[k] = d.pop(k)
         d["params"] = tuple(sorted(params.items()))
         r = cls(**d)
@@ -160,31 +159,12 @@ class Rule:
         if r.skip and kind.consulted != "flow":
             takers = ", ".join(a for a in RULE_ACTIONS if actions.get(a).consulted == "flow")
             raise RuleError(f"rule {r.id}: skip applies to actions {takers} only, not {r.action}", key="skip")
-        if not 100 <= r.status <= 599:
-            raise RuleError(f"rule {r.id}: status {r.status} is not an HTTP status", key="status")
         if r.delay < 0:
             raise RuleError(f"rule {r.id}: delay must be >= 0, got {r.delay}", key="delay")
         if r.delay > 0 and not kind.takes_delay:
             takers = ", ".join(a for a in RULE_ACTIONS if actions.get(a).takes_delay)
             hint = " (a hold ends by its `release` triggers or `release.timeout`)" if kind.name == "hold" else ""
             raise RuleError(f"rule {r.id}: delay applies to actions {takers} only, not {r.action}{hint}", key="delay")
-        if r.max_hold <= 0:
-            raise RuleError(f"rule {r.id}: max_hold must be > 0, got {r.max_hold}", key="max_hold")
-        if r.max_hold != cls.__dataclass_fields__["max_hold"].default and kind.name != "hold":
-            raise RuleError(f"rule {r.id}: max_hold applies to action hold only, not {r.action} (it bounds how long "
-                            "a held request or answer waits)", key="max_hold")
-        if kind.name != "fail":
-            given = [k for k in ("status", "reason", "message") if getattr(r, k) != cls.__dataclass_fields__[k].default]
-            if given:
-                hint = (" (a hold answers an error through release: `then: fail` or `on_timeout: fail` with "
-                        "release.status)" if kind.name == "hold" else "")
-                raise RuleError(f"rule {r.id}: {' and '.join(given)} {'apply' if len(given) > 1 else 'applies'} to action fail only, not {r.action}{hint}",
-                                key=given[0])
-        if kind.name == "hold" and r.release is not None and r.release.timeout is not None \
-                and r.release.timeout > r.max_hold:
-            raise RuleError(f"rule {r.id}: release.timeout {r.release.timeout:g} s is longer than max_hold "
-                            f"{r.max_hold:g} s: the proxy would end the hold first; raise max_hold or lower the timeout",
-                            key="release")
         if r.release is not None and not kind.takes_release:
             takers = ", ".join(a for a in RULE_ACTIONS if actions.get(a).takes_release)
             raise RuleError(f"rule {r.id}: `release` applies to actions {takers} only, not {r.action}",

@@ -247,13 +247,13 @@ class Proxy:
              max_hold: float = 600.0) -> RuleHandle:
         """Hold matching requests before kube-apiserver sees them."""
         return self.add_rule(Rule(id=rule_id or f"hold-{secrets.token_hex(3)}", match=match, action="hold",
-                                  stage="request", times=times, max_hold=max_hold))
+                                  stage="request", times=times, params=(("max_hold", max_hold),)))
 
     def hold_response(self, match: Match, rule_id: str | None = None, times: int | None = 1,
                       max_hold: float = 600.0) -> RuleHandle:
         """Let matching requests reach kube-apiserver, but hold the answer before Kueue gets it."""
         return self.add_rule(Rule(id=rule_id or f"holdresp-{secrets.token_hex(3)}", match=match,
-                                  action="hold", stage="response", times=times, max_hold=max_hold))
+                                  action="hold", stage="response", times=times, params=(("max_hold", max_hold),)))
 
     def release(self, hold: HeldFlow | str, why: str = "test") -> None:
         hid = hold.id if isinstance(hold, HeldFlow) else hold

@@ -57,7 +57,9 @@ def test_every_kind_says_what_it_is() -> None:
 def test_extra_keys_come_from_the_actions() -> None:
     assert actions.all_params() == {"kill": ("restart_kueue", False), "create": ("create", None),
                                     "patch": ("patch", None), "delete": ("delete", None), "wait": ("wait", None),
-                                    "timeout": ("wait", 60.0), "since": ("wait", None), "sleep": ("sleep", None)}
+                                    "timeout": ("wait", 60.0), "since": ("wait", None), "sleep": ("sleep", None),
+                                    "max_hold": ("hold", 600.0), "status": ("fail", 500), "reason": ("fail", "InternalError"),
+                                    "message": ("fail", "injected by kueue-harness")}
     assert "kill" in rule_keys() and "params" not in rule_keys()
 
 

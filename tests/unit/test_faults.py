@@ -70,8 +70,9 @@ def take(book: RuleBook, w: KueueWrite, stage: str = "request") -> str | None:
         ({"id": "r1", "match": {}, "times": 0}, ["rule r1", "times"]),
         ({"id": "r1", "match": {}, "times": -3}, ["rule r1", "times"]),
         ({"id": "r1", "match": {}, "times": "2"}, ["rule r1", "times"]),
-        ({"id": "r1", "match": {}, "status": 99}, ["rule r1", "status 99"]),
-        ({"id": "r1", "match": {}, "status": 600}, ["rule r1", "status 600"]),
+        ({"id": "r1", "match": {}, "action": "fail", "status": 99}, ["rule r1", "got 99"]),
+        ({"id": "r1", "match": {}, "status": 500}, ["rule r1", "status applies to action fail only"]),
+        ({"id": "r1", "match": {}, "action": "fail", "status": 600}, ["rule r1", "got 600"]),
         ({"id": "r1", "match": {}, "status": "409"}, ["rule r1", "status"]),
         ({"id": "r1", "match": {}, "delay": "1s"}, ["rule r1", "delay"]),
         ({"id": "r1", "match": {}, "max_hold": -1}, ["rule r1", "max_hold"]),
@@ -99,7 +100,8 @@ def test_every_write_class_and_verb_is_accepted(write: str) -> None:
 
 def test_rule_defaults_and_round_trip_through_to_dict() -> None:
     r = Rule.from_dict({"id": "hold-adm", "match": {"write": "admission", "name": "job-job1-*"}})
-    assert (r.action, r.stage, r.times, r.status) == ("hold", "request", 1, 500)
+    assert (r.action, r.stage, r.times, r.param("max_hold")) == ("hold", "request", 1, 600.0)
+    assert "status" not in r.to_dict()  # fail owns status, reason and message
     d = r.to_dict()
     assert d["match"] == {"write": "admission", "name": "job-job1-*"}  # None fields are left out
     assert Rule.from_dict(d) == r

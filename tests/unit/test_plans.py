@@ -231,11 +231,11 @@ def test_match_that_is_not_a_mapping(tmp_path: Path) -> None:
         ("stage: later   # <-", ["rule bad: stage 'later'", "request, response"]),
         ("times: 0   # <-", ["rule bad: times must be >= 1 or null"]),
         ("times: two   # <-", ["rule bad: times must be a whole number", "'two'"]),
-        ("status: 700   # <-", ["rule bad: status 700 is not an HTTP status"]),
+        ("status: 700   # <-", ["rule bad: status applies to action fail only, not hold"]),
         ("status: '409'   # <-", ["rule bad: status must be a whole number"]),
         ("delay: -1   # <-", ["rule bad: delay must be >= 0"]),
         ("delay: 1s   # <-", ["rule bad: delay must be a finite number", "'1s'"]),
-        ("max_hold: 0   # <-", ["rule bad: max_hold must be > 0"]),
+        ("max_hold: 0   # <-", ["rule bad: max_hold must be a number > 0"]),
     ],
     ids=["action", "stage", "times", "times-str", "status", "status-str", "delay", "delay-str", "max_hold"],
 )
@@ -662,7 +662,7 @@ def test_defaults_and_name_from_file(tmp_path: Path) -> None:
     plan = load_plan(path)
     assert (plan.name, plan.description) == ("my-plan", "")
     (r,) = plan.rules
-    assert (r.action, r.stage, r.times, r.max_hold, r.release) == ("hold", "request", 1, 600.0, None)
+    assert (r.action, r.stage, r.times, r.param("max_hold"), r.release) == ("hold", "request", 1, 600.0, None)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -721,7 +721,7 @@ def test_to_wire_round_trips_every_field(tmp_path: Path) -> None:
     r = plan.rules[0]
     assert r.times is None and r.release.timeout == 12.5 and r.release.on_timeout == "fail"
     assert [t.ref for t in r.release.after] == ["other", "other"]
-    assert plan.rules[2].delay == 0.5 and (plan.rules[2].status, plan.rules[2].reason) == (409, "Conflict")
+    assert plan.rules[2].delay == 0.5 and (plan.rules[2].param("status"), plan.rules[2].param("reason")) == (409, "Conflict")
 
 
 def test_the_docs_yaml_examples_load() -> None:

@@ -64,12 +64,13 @@ class FlowAct:
             record.held, record.held_status = True, extra.get("status")
         state.check_triggers()
         rel = rule.release
-        limit = min(rule.max_hold, rel.timeout) if rel is not None and rel.timeout else rule.max_hold
+        max_hold = rule.param("max_hold")
+        limit = min(max_hold, rel.timeout) if rel is not None and rel.timeout else max_hold
         how = None
         try:
             await asyncio.wait_for(hold.event.wait(), timeout=limit)
         except asyncio.TimeoutError:
-            if rel is not None and rel.timeout and rel.timeout <= rule.max_hold:
+            if rel is not None and rel.timeout and rel.timeout <= max_hold:
                 # The plan's own timeout: an expected outcome, done as the plan says.
                 hold.decision = Decision(rel.on_timeout, why=f"release.timeout {rel.timeout}s", status=rel.status,
                                          reason=rel.reason, message=rel.fail_message(timed_out=True))
@@ -77,9 +78,9 @@ class FlowAct:
                                 then=rel.on_timeout)
                 how = "timeout"
             else:
-                hold.decision = Decision("release", why=f"max_hold {rule.max_hold:g}s expired")
+                hold.decision = Decision("release", why=f"max_hold {max_hold:g}s expired")
                 state.log.write("hold_expired", flow=self.seq, hold=hold.id, rule=rule.id, label=self.label,
-                                max_hold=rule.max_hold, since=hold.since)
+                                max_hold=max_hold, since=hold.since)
                 how = "expired"
         finally:
             d = hold.decision or Decision()

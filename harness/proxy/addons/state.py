@@ -230,7 +230,7 @@ class ProxyState:
     def new_hold(self, rule: Rule, stage: str, fs: FlowState) -> Hold:
         """Park flow `fs` for `rule` at `stage`: a new Hold ("h1", "h2", …) in `holds`."""
         hold = Hold(id=f"h{next(self._hold_seq)}", rule_id=rule.id, stage=stage, flow=fs.seq, label=fs.label,
-                    since=time.time(), max_hold=rule.max_hold, rule=rule)
+                    since=time.time(), max_hold=rule.param("max_hold"), rule=rule)
         self.holds[hold.id] = hold
         return hold
 
