@@ -1,7 +1,7 @@
 """The history of a case: one ordered, timestamped record of the harness's steps, the proxy's events and
 Kueue's log milestones (`record.py`: History, written as JSONL, merged live for the checkers), short names
-for people (`names.py`), and the summarising of repeated log lines (`repeats.py`). The schema is
-docs/history.md.
+for people (`names.py`), the summarising of repeated log lines (`repeats.py`), and the schema of the
+events (`schema.py`, rendered by `page.py`: docs/history.md is generated from it).
 
 May import: harness.common, harness.kueue.
 """

@@ -1,4 +1,4 @@
-"""Reading a bundle: history.jsonl and its schema (HISTORY_FIELDS, docs/history.md), objects.yaml,
+"""Reading a bundle: history.jsonl (its schema: harness/history/schema.py), objects.yaml,
 bundle.json's checker selection, and the re-check (the same checker composition the run used).
 """
 
@@ -20,6 +20,7 @@ import yaml
 from harness.checkers import Finding, Selection, compose
 from harness.common.errors import HarnessError
 from harness.history.names import Names
+from harness.history.schema import HISTORY_FIELDS, WRITE_FIELDS, history_problems  # noqa: F401 - re-exported
 
 BUNDLE_SCHEMA = 1
 #: Extraction limits of `extract_archive` (bytes, members): a real bundle is under 5 MB (docs/evidence.md),
@@ -163,112 +164,6 @@ def load_meta(folder: Path) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise BundleError(f"{path}: `checkers` is not a selection this harness can run ({e})") from None
     return meta
-
-
-#: The fields each (source, event) of history.jsonl carries besides ts/source/event (docs/history.md is
-#: the prose of this table; `history_problems` holds a history to it). Optional fields are not listed.
-HISTORY_FIELDS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("harness", "case_started"): ("case", "namespace"),
-    ("harness", "queues_created"): ("cluster_queue", "local_queue", "nominal_cpu"),
-    ("harness", "cohort_queues_created"): ("cluster_queues", "cohort", "local_queues", "quotas"),
-    ("harness", "job_created"): ("job", "priority", "cpu"),
-    ("harness", "plan_loaded"): ("plan", "rules"),
-    ("harness", "plan_step"): ("rule", "why"),
-    ("harness", "held"): ("hold", "label"),
-    ("harness", "released"): ("hold", "label"),
-    ("harness", "admission_answered"): ("status", "resource_version"),
-    ("harness", "watch_delivered"): ("resource_version",),
-    ("harness", "observed"): ("what",),
-    ("harness", "judging"): (),  # harness/scenarios/verdicts.py: the judged window ends here
-    ("harness", "verdict"): ("invariant", "held"),
-    ("harness", "holds_released_at_end"): ("holds",),
-    ("harness", "case_finished"): (),
-    ("harness", "kueue_configured"): ("why", "declared", "summary", "restarted", "seconds", "feature_gates"),
-    # (optional: if_known, only when the declaration has "if-known" gates)
-    ("monitor", "quota_violation_started"): ("finding", "used_milli", "allowed_milli", "workloads"),
-    ("monitor", "quota_violation_cleared"): ("finding",),
-    ("monitor", "reservation_mismatch_started"): ("mismatch",),
-    ("monitor", "reservation_mismatch_cleared"): ("mismatch",),
-    ("monitor", "watch_error"): ("error",),
-    ("monitor", "k8s_event"): ("reason", "type", "message", "count", "regarding", "reporter"),
-    ("monitor", "object_deleting"): ("kind", "key", "finalizers", "deletion_timestamp", "resource_version"),
-    ("monitor", "object_deleted"): ("kind", "key", "finalizers", "resource_version"),
-    ("monitor", "object_still_deleting"): ("kind", "key", "finalizers", "seconds", "resource_version"),
-    ("monitor", "workload_seen"): ("key", "queue", "active", "priority", "resource_version"),
-    ("monitor", "workload_active_changed"): ("key", "active", "resource_version"),
-    ("monitor", "workload_quota_reserved"): ("key", "cluster_queue", "active", "resource_version"),
-    ("monitor", "workload_quota_released"): ("key", "reason", "resource_version"),
-    ("monitor", "workload_evicted"): ("key", "reason", "count", "evictions_total", "resource_version"),
-    ("monitor", "accounting_mismatch_started"): ("kind", "name", "field", "status", "counted", "workloads", "finding"),
-    ("monitor", "accounting_mismatch_cleared"): ("kind", "name", "field", "finding"),
-    ("monitor", "pods_over_quota_started"): ("finding", "cluster_queue", "resource", "running_milli", "held_milli", "pods"),
-    ("monitor", "pods_over_quota_cleared"): ("finding", "cluster_queue", "resource"),
-    ("harness", "teardown_problem"): ("problem",),
-    ("harness", "case_objects_deleted"): ("namespace",),  # optional: finalizers_removed (only when some were)
-    ("harness", "case_objects_not_deleted"): ("error",),
-    ("harness", "nodes_created"): ("nodes", "labels", "capacity", "kube_scheduler", "kwok"),
-    ("harness", "pods_finished"): ("job", "phase", "pods"),
-    ("harness", "case_nodes_deleted"): ("nodes", "pods_left"),
-    ("harness", "real_nodes_tainted"): ("nodes", "taint"),
-    ("harness", "real_nodes_untainted"): ("nodes",),
-    ("harness", "kueue_restart"): ("kill",),  # optional: rule (a plan's process fault)
-    ("harness", "oversubscription_lasted"): ("persisted",),
-    ("harness", "perturbed_run"): ("run", "plan", "file", "moves"),  # harness/explore/plugin.py
-    ("harness", "steps_after_asked"): ("steps",),  # harness/explore/plugin.py: a plan's steps_after
-    ("harness", "deletes_as_asked"): ("steps",),  # harness/explore/plugin.py: a plan's deletes_as
-    ("harness", "step_skipped"): ("what", "why", "after"),
-    ("harness", "settle_problem"): ("problem",),
-    ("harness", "explore_result_not_written"): ("error",),
-    ("proxy", "flow_error"): ("flow", "error"),
-    ("proxy", "rule_added"): ("rule",),
-    ("proxy", "rule_removed"): ("rule",),
-    ("proxy", "request"): ("flow", "method", "path", "write"),
-    ("proxy", "held"): ("flow", "hold", "rule", "stage", "label"),
-    ("proxy", "released"): ("flow", "hold", "rule", "stage", "label", "why"),
-    ("proxy", "failed"): ("flow", "rule", "stage", "status", "label"),
-    ("proxy", "hold_expired"): ("flow", "hold", "rule", "label"),
-    ("proxy", "hold_timeout"): ("flow", "hold", "rule", "label", "then"),
-    ("proxy", "delayed"): ("flow", "rule", "stage", "seconds", "label"),
-    ("proxy", "reset"): ("flow", "rule", "stage", "label"),
-    ("proxy", "response"): ("flow", "status", "resource_version", "label", "write", "namespace", "name"),
-    ("proxy", "watch_event"): ("flow", "type", "namespace", "name", "resource_version", "conditions", "admission"),
-    ("proxy", "watch_event_dropped"): ("flow", "rule", "type", "namespace", "name", "resource_version"),
-    ("proxy", "watch_event_delayed"): ("flow", "rule", "seconds", "due", "type", "namespace", "name",
-                                       "resource_version"),
-    ("proxy", "watch_events_undelivered"): ("flow", "lines"),
-    ("proxy", "signalled"): ("rule", "action", "why"),
-    ("proxy", "signal_done"): ("rule", "action", "ok", "since_signalled"),
-    ("proxy", "fact"): ("fact", "what", "rules", "detail"),
-    ("proxy", "fact_problem"): ("fact", "what", "rules", "problem"),
-    ("kueue", "log"): ("msg", "fields"),
-    ("kueue", "log_repeated"): ("msg", "fields", "count", "first", "last", "offsets_us"),
-}
-WRITE_FIELDS = ("kind", "namespace", "name", "write", "method", "subresource", "field_manager", "patch_type",
-                "strict", "resource_version", "conditions", "admission_cluster_queue")
-
-
-def history_problems(history: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Where a history departs from docs/history.md: events out of time order, unknown (source, event)
-    pairs, missing fields. Returns one line per problem (at most one per kind of event), [] if none."""
-    problems: dict[str, str] = {}
-    last = float("-inf")
-    for i, e in enumerate(history, 1):
-        if not isinstance(e.get("ts"), (int, float)):
-            problems.setdefault("ts", f"event {i}: `ts` is not a number")
-            continue
-        if e["ts"] < last:
-            problems.setdefault("order", f"event {i} ({e.get('event')}): earlier than the event before it")
-        last = max(last, e["ts"])
-        key = (str(e.get("source")), str(e.get("event")))
-        if key not in HISTORY_FIELDS:
-            problems.setdefault(repr(key), f"event {i}: unknown source/event {key[0]}/{key[1]}")
-            continue
-        missing = [f for f in HISTORY_FIELDS[key] if f not in e]
-        if key == ("proxy", "request") and isinstance(e.get("write"), Mapping):
-            missing += [f"write.{f}" for f in WRITE_FIELDS if f not in e["write"]]
-        if missing:
-            problems.setdefault(repr(key), f"event {i} ({key[0]}/{key[1]}): missing {', '.join(missing)}")
-    return list(problems.values())
 
 
 # =====================================================================================================

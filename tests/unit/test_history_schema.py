@@ -10,7 +10,7 @@ import ast
 import re
 from pathlib import Path
 
-from harness.report.bundle import HISTORY_FIELDS
+from harness.history.schema import HISTORY_FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "history.md").read_text()
@@ -94,7 +94,7 @@ def test_the_doc_has_a_row_for_every_event_and_marks_no_required_field_optional(
 def test_history_problems_finds_no_departure_in_a_history_of_what_the_writers_give() -> None:
     """The two that departed: a kueue_configured without if_known, a case_objects_deleted without
     finalizers_removed (both optional per the doc)."""
-    from harness.report.bundle import history_problems
+    from harness.history.schema import history_problems
 
     history = [
         {"ts": 1.0, "source": "harness", "event": "kueue_configured", "why": "case", "declared": {}, "summary": "default",
@@ -102,3 +102,27 @@ def test_history_problems_finds_no_departure_in_a_history_of_what_the_writers_gi
         {"ts": 2.0, "source": "harness", "event": "case_objects_deleted", "namespace": "ns"},
     ]
     assert history_problems(history) == []
+
+
+def test_the_doc_is_what_the_schema_renders() -> None:
+    """docs/history.md is generated from harness/history/schema.py (issue 39: the schema in one place)."""
+    from harness.history.page import render
+    from harness.history.schema import PAGE
+
+    assert render(PAGE) == DOC, "docs/history.md differs from harness/history/schema.py: run " \
+        "`python -m harness.history.schema --write` (edit the schema, never the page)"
+
+
+def test_a_row_gives_its_required_fields_to_every_event_it_names() -> None:
+    from harness.history.page import Row, Table, problems, required_fields
+
+    page = [Table("| event | fields | meaning |", [
+        Row("`x_started` / `_cleared`", "`a`; started also `b`", "…", required={"x_started": ("a", "b"), "x_cleared": ("a",)}),
+        Row("`y`", "`c`", "…", required=("c",))], source="monitor")]
+    fields = required_fields(page)
+    assert fields == {("monitor", "x_started"): ("a", "b"), ("monitor", "x_cleared"): ("a",), ("monitor", "y"): ("c",)}
+    assert problems([{"ts": 1, "source": "monitor", "event": "x_started", "a": 1}], fields) == [
+        "event 1 (monitor/x_started): missing b"]
+    assert problems([{"ts": 2, "source": "monitor", "event": "y", "c": 1},
+                     {"ts": 1, "source": "monitor", "event": "z"}], fields) == [
+        "event 2 (z): earlier than the event before it", "event 2: unknown source/event monitor/z"]

@@ -365,7 +365,7 @@ def test_the_diagram_draws_steps_facts_and_failures() -> None:
 
 
 def test_the_schema_knows_the_fact_event() -> None:
-    from harness.report.bundle import HISTORY_FIELDS, history_problems
+    from harness.history.schema import HISTORY_FIELDS, history_problems
 
     assert HISTORY_FIELDS[("proxy", "fact")] == ("fact", "what", "rules", "detail")
     good = _step_history(("s1", True, ""))
