@@ -38,7 +38,8 @@ def measurements(folder: str, results: Path) -> dict[str, dict[str, collections.
         data = json.loads(f.read_text())
         if data.get("bug_folder", "").rstrip("/").split("/")[-1] != folder:
             continue  # kueue_94 must not read kueue_9428's files
-        per = out.setdefault(str(data.get("kueue_requested") or data.get("kueue_version")), {})
+        version = str(data.get("kueue_requested") or data.get("kueue_version"))
+        per = out.setdefault(version + (" -race" if data.get("race") else ""), {})
         for r in data.get("runs", []):
             per.setdefault(r["test"], collections.Counter())[r["verdict"]] += 1
     return out
@@ -68,8 +69,8 @@ def table(cases: Path = ROOT / "cases", results: Path = ROOT / "bench" / "result
         folder = by.parent
         for key, bug in kbugs.parse(by.read_text(), str(by)).items():
             m = measurements(folder.name, results)
-            aff = [f"{v}: {_cell(t)}" for v, t in sorted(m.items()) if bug.affects(v)]
-            other = [f"{v}: {_cell(t)}" for v, t in sorted(m.items()) if not bug.affects(v)]
+            aff = [f"{v}: {_cell(t)}" for v, t in sorted(m.items()) if bug.affects(v.split()[0])]  # "v0.17.0 -race"
+            other = [f"{v}: {_cell(t)}" for v, t in sorted(m.items()) if not bug.affects(v.split()[0])]
             plan = max((_lines(p) for p in (folder / "plans").glob("*.yaml")), default=0)
             case = max((_lines(p) for p in folder.glob("test_*.py")), default=0)
             num = key.rsplit("#", 1)[-1]

@@ -79,6 +79,13 @@ class GoTarget:
     main_go: str | None
     ldflags: str
     override_env: str
+    #: Built with Go's race detector (`go build -race`, cgo: needs a C compiler); cached apart ("-race").
+    race: bool = False
+
+    @property
+    def key(self) -> str:
+        """Its name in the cache: bin/<key>, build/<key>, logs/<key>.log."""
+        return f"{self.name}-{self.version}" + ("-race" if self.race else "")
 
 
 def _tools_go(imports: tuple[str, ...]) -> str:
@@ -333,10 +340,10 @@ def build(target: GoTarget, progress: Progress = _default_progress) -> Path:
                                f"{target.name} binary (`chmod +x` it), or unset it to have it built")
         return p
     root = cache_root()
-    out = root / "bin" / f"{target.name}-{target.version}"
+    out = root / "bin" / target.key
     if out.is_file() and _intact(out, progress):
         return out
-    with build_lock(f"{target.name}-{target.version}", progress):
+    with build_lock(target.key, progress):
         if out.is_file() and _intact(out, progress):  # another process built it while this one waited
             return out
         built = _build_locked(target, root, out, progress)
@@ -358,7 +365,7 @@ def _intact(binary: Path, progress: Progress) -> bool:
 
 def _build_locked(target: GoTarget, root: Path, out: Path, progress: Progress) -> Path:
     go = go_binary()
-    bdir = root / "build" / f"{target.name}-{target.version}"
+    bdir = root / "build" / target.key
     bdir.mkdir(parents=True, exist_ok=True)
     (root / "bin").mkdir(parents=True, exist_ok=True)
     (root / "logs").mkdir(parents=True, exist_ok=True)
@@ -370,13 +377,14 @@ def _build_locked(target: GoTarget, root: Path, out: Path, progress: Progress) -
     what = f"building {target.name} {target.version}"
     progress(f"{what} with {go} (cold builds take minutes; log: {root / 'logs'})")
     start = time.monotonic()
-    with open(root / "logs" / f"{target.name}-{target.version}.log", "w") as log:
+    with open(root / "logs" / f"{target.key}.log", "w") as log:
         _run_go([go, "mod", "tidy"], bdir, log, f"{what}: resolving modules", progress)
         # Not out.with_suffix(): "kueue-v0.16.6" and "kueue-v0.16.9" would share "kueue-v0.16.tmp".
         tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
         pkg = target.main_pkg or "."
         _run_go(
-            [go, "build", "-v", "-trimpath", "-ldflags", target.ldflags, "-o", str(tmp), pkg],
+            [go, "build", "-v", "-trimpath", *(["-race"] if target.race else []), "-ldflags", target.ldflags,
+             "-o", str(tmp), pkg],
             bdir, log, what, progress,
         )
     tmp.rename(out)

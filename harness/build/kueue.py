@@ -39,7 +39,7 @@ KUEUE_MODULE = "sigs.k8s.io/kueue"
 CONFIG_PARTS = ("crd", "webhook", "manager")
 
 
-def _kueue_target(version: str, commit: str = "module-proxy") -> GoTarget:
+def _kueue_target(version: str, commit: str = "module-proxy", race: bool = False) -> GoTarget:
     go_mod = (
         "module kueueharness.local/build/kueue\n\ngo 1.25.0\n\n"
         f"require sigs.k8s.io/kueue {version}\n"
@@ -48,7 +48,7 @@ def _kueue_target(version: str, commit: str = "module-proxy") -> GoTarget:
     ldflags = f"-X '{pkg}.GitVersion={version}' -X '{pkg}.GitCommit={commit}'"
     return GoTarget(
         "kueue", version, go_mod, ("sigs.k8s.io/kueue/cmd/kueue",), "sigs.k8s.io/kueue/cmd/kueue",
-        None, ldflags, "KUEUE_HARNESS_KUEUE_BINARY",
+        None, ldflags, "KUEUE_HARNESS_KUEUE_BINARY", race,
     )
 
 
@@ -63,12 +63,16 @@ class KueueSpec:
     repo: str | None = None
     #: Patch files (unified diffs, absolute paths) applied with `git apply` on top of `version`/`ref`.
     patches: tuple[str, ...] = ()
+    #: Build with Go's race detector (`--kueue-race`, env KUEUE_HARNESS_KUEUE_RACE=1): Kueue then reports every
+    #: data race it runs into on its log ("WARNING: DATA RACE", both stacks); cached apart ("+race").
+    race: bool = False
 
     @classmethod
     def from_options(cls, version: str | None = None, ref: str | None = None, source: str | None = None,
-                     repo: str | None = None, patches: list[str] | tuple[str, ...] | None = None) -> "KueueSpec":
+                     repo: str | None = None, patches: list[str] | tuple[str, ...] | None = None,
+                     race: bool = False) -> "KueueSpec":
         """Build a spec from CLI/pytest options; the environment fills what they leave out
-        (KUEUE_HARNESS_KUEUE_REF, _SOURCE_DIR, _REPO, _VERSION, _PATCH: paths joined by os.pathsep).
+        (KUEUE_HARNESS_KUEUE_REF, _SOURCE_DIR, _REPO, _VERSION, _PATCH: paths joined by os.pathsep, _RACE=1).
         Raises HarnessError on two builds at once, a patch with --kueue-source, or a missing patch file."""
         env_patches = [p for p in os.environ.get("KUEUE_HARNESS_KUEUE_PATCH", "").split(os.pathsep) if p]
         patch_paths = tuple(str(Path(p).expanduser().resolve()) for p in (patches or env_patches))
@@ -80,7 +84,8 @@ class KueueSpec:
             raise HarnessError("--kueue-patch applies to a tag or --kueue-ref; with --kueue-source, apply the "
                                "patch to the tree yourself")
         spec = cls._from_options(version, ref, source, repo)
-        return dataclasses.replace(spec, patches=patch_paths) if patch_paths else spec
+        race = race or os.environ.get("KUEUE_HARNESS_KUEUE_RACE", "") not in ("", "0")
+        return dataclasses.replace(spec, patches=patch_paths, race=race)
 
     @classmethod
     def _from_options(cls, version: str | None, ref: str | None, source: str | None,
@@ -105,7 +110,7 @@ class KueueSpec:
     def wanted(self) -> str:
         """What was asked for, in words: "v0.17.4", "ref release-0.17", "source /path", "v0.17.0 + fix.patch"."""
         base = self.version or (f"ref {self.ref}" if self.ref else f"source {self.source}")
-        return base + "".join(f" + {Path(p).name}" for p in self.patches)
+        return base + "".join(f" + {Path(p).name}" for p in self.patches) + (" -race" if self.race else "")
 
     def cli_args(self) -> list[str]:
         """The pytest/CLI options that name this build again (for subprocesses and re-run lines)."""
@@ -113,7 +118,7 @@ class KueueSpec:
                 ["--kueue-ref", self.ref] if self.ref else ["--kueue-source", str(self.source)])
         for p in self.patches:
             args += ["--kueue-patch", p]
-        return args + (["--kueue-repo", self.repo] if self.repo else [])
+        return args + (["--kueue-repo", self.repo] if self.repo else []) + (["--kueue-race"] if self.race else [])
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,8 @@ class KueueBuild:
     seconds: float = 0.0
     #: Patches applied on top of `commit`: ({"file": name, "sha256": hex of its bytes}, …).
     patches: tuple[dict, ...] = ()
+    #: Whether the binary was built with Go's race detector, read from its build information (`binary_race`).
+    race: bool = False
 
     def identity(self, reported_version: str | None = None, reported_commit: str | None = None
                  ) -> versions.BuildIdentity:
@@ -152,6 +159,8 @@ class KueueBuild:
                "repo": str(self.repo) if self.repo else None, "build_seconds": round(self.seconds, 1)}
         if self.patches:
             out["patches"] = [dict(p) for p in self.patches]
+        if self.race:
+            out["race"] = True
         return out
 
 
@@ -312,7 +321,7 @@ def _load_entry(entry: Path, progress: Progress = _default_progress) -> KueueBui
             pass
     return KueueBuild(entry / "kueue", entry, m["version"], m.get("commit"), m["source"], m.get("base_tag"),
                       Path(m["repo"]) if m.get("repo") else None, m.get("build_seconds", 0.0),
-                      tuple(m.get("patches") or ()))
+                      tuple(m.get("patches") or ()), bool(m.get("race")))
 
 
 def _save_entry(entry: Path, b: KueueBuild) -> KueueBuild:
@@ -334,7 +343,7 @@ def _copy_config(tree: Path, entry: Path) -> None:
 
 
 def _go_build(tree: Path, out: Path, version: str, commit: str, what: str, log_name: str,
-              progress: Progress) -> None:
+              progress: Progress, race: bool = False) -> None:
     go = go_binary()
     mod = "-mod=vendor" if (tree / "vendor" / "modules.txt").is_file() else "-mod=mod"
     pkg = "sigs.k8s.io/kueue/pkg/version"
@@ -345,12 +354,14 @@ def _go_build(tree: Path, out: Path, version: str, commit: str, what: str, log_n
     progress(f"{what} with {go} ({mod}; a cold build takes minutes, a neighbouring commit about one; "
              f"log: {logs / log_name})")
     with open(logs / log_name, "w") as log:
-        _run_go([go, "build", "-v", "-trimpath", mod, "-ldflags", ldflags, "-o", str(tmp), "./cmd/kueue"],
+        _run_go([go, "build", "-v", "-trimpath", *(["-race"] if race else []), mod, "-ldflags", ldflags, "-o", str(tmp),
+                 "./cmd/kueue"],
                 tree, log, what, progress)
     tmp.rename(out)
 
 
-def _from_module_proxy(tag: str, entry: Path, repo_commit: str | None, progress: Progress) -> KueueBuild | None:
+def _from_module_proxy(tag: str, entry: Path, repo_commit: str | None, progress: Progress,
+                       race: bool = False) -> KueueBuild | None:
     """Build `tag` from the Go module proxy; None when the proxy does not serve it."""
     go = go_binary()
     probe = subprocess.run([go, "mod", "download", "-json", f"{KUEUE_MODULE}@{tag}"], capture_output=True, text=True)
@@ -358,13 +369,13 @@ def _from_module_proxy(tag: str, entry: Path, repo_commit: str | None, progress:
         progress(f"the Go module proxy does not serve {KUEUE_MODULE}@{tag}; building it from the git repository")
         return None
     t0 = time.monotonic()
-    target = _kueue_target(tag, repo_commit or "module-proxy")
+    target = _kueue_target(tag, repo_commit or "module-proxy", race)
     binary = build_module(target, progress)
     entry.mkdir(parents=True, exist_ok=True)
     _copy_config(_module_dir(go, KUEUE_MODULE, tag), entry)
     shutil.copy2(binary, entry / "kueue")
     return _save_entry(entry, KueueBuild(entry / "kueue", entry, tag, repo_commit, f"Go module proxy {KUEUE_MODULE}@{tag}",
-                                         tag, None, time.monotonic() - t0))
+                                         tag, None, time.monotonic() - t0, race=_race_of(entry / "kueue", race)))
 
 
 def patch_digest(patches: tuple[str, ...]) -> tuple[str, tuple[dict, ...]]:
@@ -390,7 +401,7 @@ def _apply_patches(wt: Path, patches: tuple[str, ...], what: str) -> None:
 
 
 def _from_git(repo_git: Path, sha: str, version: str | None, entry: Path, source: str,
-              progress: Progress, patches: tuple[str, ...] = ()) -> KueueBuild:
+              progress: Progress, patches: tuple[str, ...] = (), race: bool = False) -> KueueBuild:
     """Check `sha` out into the repository's one worktree, apply `patches` (in order), and build it there."""
     wt = repo_git.parent / "worktree"
     with _lock(f"worktree-{repo_git.parent.name}", progress):
@@ -413,10 +424,10 @@ def _from_git(repo_git: Path, sha: str, version: str | None, entry: Path, source
         t0 = time.monotonic()
         entry.mkdir(parents=True, exist_ok=True)
         _go_build(wt, entry / "kueue", version, sha, f"building Kueue {version} ({sha[:10]})", f"kueue-{entry.name}.log",
-                  progress)
+                  progress, race)
         _copy_config(wt, entry)
     return _save_entry(entry, KueueBuild(entry / "kueue", entry, version, sha, source, base, repo_git,
-                                         time.monotonic() - t0, applied))
+                                         time.monotonic() - t0, applied, _race_of(entry / "kueue", race)))
 
 
 def source_key(tree: Path) -> tuple[str, str | None, str | None, str]:
@@ -473,6 +484,7 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
         return KueueBuild(p, Path(src) if src else None, tag or "unknown (KUEUE_HARNESS_KUEUE_BINARY)",  # type: ignore[arg-type]
                           None, f"binary {p}", tag, None)
     root = cache_root() / "kueue"
+    race = "+race" if spec.race else ""  # a race build is cached apart from the plain one
     if spec.source:
         tree = Path(spec.source)
         if not (tree / "cmd" / "kueue").is_dir():
@@ -480,7 +492,7 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
                                "folder that holds Kueue's go.mod")
         version, commit, base, digest = source_key(tree)
         versions.kueue_profile(base)
-        entry = root / f"src-{digest[:12]}"
+        entry = root / f"src-{digest[:12]}{race}"
         with _lock(f"entry-{entry.name}", progress):
             done = _load_entry(entry, progress)
             if done:
@@ -488,12 +500,12 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
             t0 = time.monotonic()
             entry.mkdir(parents=True, exist_ok=True)
             _go_build(tree, entry / "kueue", version, commit or "unknown", f"building Kueue {version} from {tree}",
-                      f"kueue-{entry.name}.log", progress)
+                      f"kueue-{entry.name}.log", progress, spec.race)
             _copy_config(tree, entry)
             repo = Path(_git("-C", str(tree), "rev-parse", "--absolute-git-dir", check=False) or "") if commit else None
             return _save_entry(entry, KueueBuild(entry / "kueue", entry, version, commit, f"source tree {tree}", base,
-                                                 repo, time.monotonic() - t0))
-    suffix = f"+patch-{patch_digest(spec.patches)[0]}" if spec.patches else ""
+                                                 repo, time.monotonic() - t0, race=_race_of(entry / "kueue", spec.race)))
+    suffix = (f"+patch-{patch_digest(spec.patches)[0]}" if spec.patches else "") + race
     if spec.version and spec.patches:  # a patched tag: always from the repository's tree
         tag = versions.check_tag(spec.version)
         repo_git = repo_dir(spec.repo, progress)
@@ -501,11 +513,11 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
         entry = root / f"{tag}{suffix}"
         with _lock(f"entry-{entry.name}", progress):
             return _load_entry(entry, progress) or _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}",
-                                                   progress, spec.patches)
+                                                   progress, spec.patches, spec.race)
     if spec.version:
         tag = versions.check_tag(spec.version)
-        entry = root / tag
-        with _lock(f"entry-{tag}", progress):
+        entry = root / f"{tag}{race}"
+        with _lock(f"entry-{entry.name}", progress):
             done = _load_entry(entry, progress)
             if done:
                 return done
@@ -514,7 +526,7 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
                 sha = _tag_commit(repo_git, tag) if repo_git else None
             except HarnessError:
                 sha = None
-            b = _from_module_proxy(tag, entry, sha, progress)
+            b = _from_module_proxy(tag, entry, sha, progress, spec.race)
             if b is not None:
                 return b
             if repo_git is None:
@@ -528,14 +540,14 @@ def build(spec: KueueSpec, progress: Progress = _default_progress) -> KueueBuild
                         "(KUEUE_HARNESS_KUEUE_REPO) at a Kueue repository or a .tar of one, or pick a tag the module "
                         f"proxy served here: {', '.join(versions.MODULE_PROXY_SERVED)}.") from None
             sha = resolve(repo_git, tag, progress)
-            return _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}", progress)
+            return _from_git(repo_git, sha, tag, entry, f"git {_origin(repo_git)} tag {tag}", progress, race=spec.race)
     repo_git = repo_dir(spec.repo, progress)
     sha = resolve(repo_git, spec.ref or "", progress)
     entry = root / f"git-{sha[:12]}{suffix}"
     with _lock(f"entry-{entry.name}", progress):
         return _load_entry(entry, progress) or _from_git(repo_git, sha, None, entry,
                                                f"git {_origin(repo_git)} ref {spec.ref} ({sha[:10]})", progress,
-                                               spec.patches)
+                                               spec.patches, spec.race)
 
 
 def _origin(repo_git: Path) -> str:
@@ -556,3 +568,24 @@ def _optional_repo(spec: KueueSpec, progress: Progress) -> Path | None:
 
 def _tag_commit(repo_git: Path, tag: str) -> str | None:
     return _git("--git-dir", str(repo_git), "rev-parse", "--verify", "--quiet", f"{tag}^{{commit}}", check=False) or None
+
+
+def binary_race(binary: Path) -> bool | None:
+    """Whether a Go binary was built with the race detector, from its own build information (`go version -m`:
+    the `build -race=true` setting); None when Go cannot read it. What ran, not what a flag asked for."""
+    try:
+        r = subprocess.run([go_binary(), "version", "-m", str(binary)], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired, HarnessError):
+        return None
+    if r.returncode != 0:
+        return None
+    return any(line.split() == ["build", "-race=true"] for line in r.stdout.splitlines())
+
+
+def _race_of(binary: Path, asked: bool) -> bool:
+    """The race setting of a binary just built; BuildError when it is not what was asked for."""
+    got = binary_race(binary)
+    if got is not None and got != asked:
+        raise BuildError(f"{binary} was built {'with' if got else 'without'} -race, but "
+                         f"{'-race' if asked else 'no -race'} was asked for: remove it and build again")
+    return asked if got is None else got

@@ -302,7 +302,7 @@ def bundle_session(name: str | None = None, namespace: str | None = None, out: P
     with _step(say, f"judging {len(events)} proxy events and Kueue's log of namespace {ns} with the session "
                       "checkers", interval):
         lines = [line for line in (kueue_log.lines(log_path) if log_path else ())
-                 if line.get("msg") in history.milestones]
+                 if line.get("msg") in history.milestones or line.get("race_read")]
         merged = history.merged(events, lines, keys)
         names = Names(merged, ns)
         plain, _ = split_managed_fields(objs)

@@ -323,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     mx.add_argument("builds", nargs="+", help="Kueue tags, or ref:REF / source:DIR, e.g. v0.17.0 v0.17.4 ref:main")
     mx.add_argument("--kueue-repo", help="Kueue git repository for tags the module proxy lacks and for refs "
                                          f"(env KUEUE_HARNESS_KUEUE_REPO; default {versions.UPSTREAM_KUEUE_REPO})")
+    mx.add_argument("--kueue-race", action="store_true",
+                    help="build every Kueue with Go's race detector (no_data_race judges every case)")
     mx.add_argument("--runs", type=int, default=1, help="runs of every case per build (default 1)")
     mx.add_argument("-k", help="only cases matching this pytest -k expression")
     mx.add_argument("--out", help="folder for matrix.json, matrix.md and each build's run (default artifacts/matrix-<time>)")

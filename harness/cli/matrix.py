@@ -19,13 +19,14 @@ from harness.common.errors import HarnessError
 from harness.common.paths import CASES_DIR
 
 
-def parse_build(text: str, repo: str | None = None) -> KueueSpec:
-    """"v0.17.4" (a tag), "ref:REF" or "source:DIR" as a KueueSpec. Raises HarnessError on a bad tag."""
+def parse_build(text: str, repo: str | None = None, race: bool = False) -> KueueSpec:
+    """"v0.17.4" (a tag), "ref:REF" or "source:DIR" as a KueueSpec (`race`: built with Go's race detector).
+    Raises HarnessError on a bad tag."""
     if text.startswith("ref:"):
-        return KueueSpec(ref=text[4:], repo=repo)
+        return KueueSpec(ref=text[4:], repo=repo, race=race)
     if text.startswith("source:"):
-        return KueueSpec(source=str(Path(text[7:]).resolve()), repo=repo)
-    return KueueSpec.from_options(version=text, repo=repo)
+        return KueueSpec(source=str(Path(text[7:]).resolve()), repo=repo, race=race)
+    return KueueSpec.from_options(version=text, repo=repo, race=race)
 
 
 def case_name(nodeid: str) -> str:
@@ -101,7 +102,7 @@ def render_md(result: dict[str, Any]) -> str:
 
 
 def run_matrix(builds: list[str], out: Path, repo: str | None = None, runs: int = 1, k: str | None = None,
-               targets: list[str] | None = None, say=print) -> dict[str, Any]:
+               targets: list[str] | None = None, say=print, race: bool = False) -> dict[str, Any]:
     """Build and run each of `builds` in turn (build errors become a row, not an abort); write
     out/matrix.json and out/matrix.md after every build, so an interrupted matrix keeps what it had."""
     from harness.build import binaries
@@ -114,7 +115,7 @@ def run_matrix(builds: list[str], out: Path, repo: str | None = None, runs: int 
         result["builds"].append(entry)
         t0 = time.monotonic()
         try:
-            spec = parse_build(text, repo)
+            spec = parse_build(text, repo, race)
             say(f"[{i}/{len(builds)}] {text}: building (or finding) Kueue")
             bins = binaries.ensure_all(spec, lambda line: say(f"    {line}"))
             entry["build_seconds"] = round(time.monotonic() - t0, 1)
@@ -159,13 +160,13 @@ def run_folder(args, kind: str) -> Path:
 def cli(args) -> int:
     out = run_folder(args, "matrix")
     for b in args.builds:
-        parse_build(b, args.kueue_repo)  # every bad tag before the first long build
+        parse_build(b, args.kueue_repo, args.kueue_race)  # every bad tag before the first long build
     if args.k:
         from harness.cli.selection import _no_case_message, select_cases
 
         if not select_cases([str(CASES_DIR)], ["-k", args.k]):  # a -k typo in seconds, before any build
             raise HarnessError(_no_case_message(args.k))
-    result = run_matrix(args.builds, out, args.kueue_repo, args.runs, args.k)
+    result = run_matrix(args.builds, out, args.kueue_repo, args.runs, args.k, race=args.kueue_race)
     print()
     print(render_md(result), end="")
     print(f"\nmatrix: {out / 'matrix.md'} and matrix.json; each build's evidence under {out}/")

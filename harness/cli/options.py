@@ -19,7 +19,7 @@ def _spec(args: argparse.Namespace):
 
     return KueueSpec.from_options(args.kueue_version, getattr(args, "kueue_ref", None),
                                   getattr(args, "kueue_source", None), getattr(args, "kueue_repo", None),
-                                  getattr(args, "kueue_patch", None))
+                                  getattr(args, "kueue_patch", None), getattr(args, "kueue_race", False))
 
 
 def _add_kueue_options(p: argparse.ArgumentParser, what: str = "Kueue to run") -> None:
@@ -35,6 +35,10 @@ def _add_kueue_options(p: argparse.ArgumentParser, what: str = "Kueue to run") -
     p.add_argument("--kueue-patch", action="append", metavar="FILE",
                    help="a unified diff applied on top of --kueue-version/--kueue-ref before building (repeatable; "
                         "e.g. a one-line backport of a fix: cases/kueue_14863/backport.patch)")
+    p.add_argument("--kueue-race", action="store_true",
+                   help="build Kueue with Go's race detector (cached apart; env KUEUE_HARNESS_KUEUE_RACE=1): every data race "
+                        "it runs into is a violation of no_data_race, added to every case, with both stacks in the bundle "
+                        "(docs/kueue-builds.md); local target only")
 
 
 #: Seconds `run --keep-env` waits for its session to start and run the cases (builds are done before).

@@ -316,7 +316,7 @@ def _serve(args: argparse.Namespace) -> int:
     from harness.build.kueue import KueueSpec
 
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
-                                  args.kueue_patch)
+                                  args.kueue_patch, args.kueue_race)
     env = LocalEnvironment.start(spec, artifacts=art / "env", ui=args.ui, intercept=args.intercept, pods=args.pods,
                                  kueue_config=kcfg)
     print(f"[kueue-harness] environment ready in {env.started.get('ready_seconds', 0.0):.1f}s (Kueue {env.kueue_version}, "
@@ -442,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kueue-source")
     ap.add_argument("--kueue-repo")
     ap.add_argument("--kueue-patch", action="append")
+    ap.add_argument("--kueue-race", action="store_true")
     ap.add_argument("--artifacts", required=True)
     ap.add_argument("--plan")
     ap.add_argument("--ui", action="store_true")

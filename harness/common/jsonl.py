@@ -35,11 +35,17 @@ class JsonlTail:
         self.offset += len(data)
         lines = (self._partial + data).split(b"\n")
         self._partial = lines.pop()
-        out = []
+        out: list[dict[str, Any]] = []
         for raw in lines:
-            if raw.lstrip().startswith(b"{"):
-                try:
-                    out.append(json.loads(raw))
-                except ValueError:
-                    continue
+            out += self.parse(raw)
         return out
+
+    def parse(self, raw: bytes) -> list[dict[str, Any]]:
+        """The objects one complete line gives (default: itself when it is a JSON object, else none)."""
+        if raw.lstrip().startswith(b"{"):
+            try:
+                d = json.loads(raw)
+            except ValueError:
+                return []
+            return [d] if isinstance(d, dict) else []
+        return []

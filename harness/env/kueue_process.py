@@ -20,7 +20,7 @@ from harness.common import pki
 from harness.common.errors import EnvironmentNotReady
 from harness.common.waiting import wait_for
 from harness.env import control_plane as cp
-from harness.env import etcd_template
+from harness.env import etcd_template, visibility
 from harness.kueue import config as kconfig
 from harness.kueue import log as kueue_log
 from harness.kueue import versions
@@ -111,7 +111,7 @@ class KueueProcess:
     def _kueue_config(self) -> dict[str, Any]:
         """The Configuration Kueue is given: the harness's own (docs/kueue-notes.md §2), the overrides, then
         the declared `kueue_config` (harness/kueue/config.py KueueConfig.apply)."""
-        return self.kueue_config.apply({
+        return self._with_visibility(self.kueue_config.apply({
             "apiVersion": versions.kueue_profile(self.bins.kueue_build.base_tag).config_api,
             "kind": "Configuration",
             "namespace": cp.KUEUE_NAMESPACE,
@@ -127,7 +127,34 @@ class KueueProcess:
             "integrations": {"frameworks": ["batch/job"]},
             "featureGates": {"VisibilityOnDemand": False},
             **self.kueue_config_overrides,
-        })
+        }))
+
+    def pending_workloads(self, cluster_queue: str) -> list[dict[str, Any]]:
+        """The pending Workloads of `cluster_queue` as Kueue's visibility server lists them, in queue order
+        (harness/env/visibility.py). Raises HarnessError when the server is off (declare
+        `kueue_config(feature_gates={"VisibilityOnDemand": True})`) or does not answer 200."""
+        from harness.common.errors import HarnessError
+
+        cfg_on = visibility.enabled(yaml.safe_load((self.state / "kueue-config.yaml").read_text()) or {})
+        if not cfg_on or getattr(self, "visibility_ca", None) is None:
+            raise HarnessError("Kueue's visibility server is off: declare "
+                               "kueue_config(feature_gates={'VisibilityOnDemand': True}) for the case")
+        return visibility.pending_workloads(self.ports["kueue_visibility"], self.admin_token, cluster_queue,
+                                            self.visibility_ca)
+
+    def _with_visibility(self, cfg: dict[str, Any]) -> dict[str, Any]:
+        """The visibility server, when the declared configuration turns it on: on 127.0.0.1 at the environment's
+        port, its certificate in /visibility (harness/env/visibility.py)."""
+        if not visibility.enabled(cfg):
+            return cfg
+        base = self.bins.kueue_build.base_tag
+        m = re.match(r"v?(\d+)\.(\d+)\.", base or "")
+        if m and (int(m.group(1)), int(m.group(2))) < (0, 17):
+            raise EnvironmentNotReady("VisibilityOnDemand on the local target needs Kueue >= v0.17.0 "
+                                      "(visibilityServer.bindPort in its Configuration)")
+        self.visibility_ca = visibility.ensure_certificate()
+        return {**cfg, "visibilityServer": {"bindPort": self.ports["kueue_visibility"], "bindAddress": "127.0.0.1",
+                                            **(cfg.get("visibilityServer") or {})}}
 
     def _start_kueue(self) -> None:
         s = self.state

@@ -136,6 +136,7 @@ class LocalEnvironment(KueueProcess):
         ports = {
             "etcd": cp.free_port(), "etcd_peer": cp.free_port(), "apiserver": cp.free_port(), "kcm": cp.free_port(),
             "webhook": cp.free_port(), "kueue_health": cp.free_port(), "kueue_pprof": cp.free_port(),
+            "kueue_visibility": cp.free_port(),
             "proxy": proxy_port or cp.free_port(), "control": control_port or cp.free_port(),
         }
         admin_token = secrets.token_urlsafe(24)

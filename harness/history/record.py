@@ -46,7 +46,8 @@ class History:
         """The history so far: the harness's own events, the proxy's events about `workload_keys`
         ("ns/name") or any hold, rule or flow error since the case started, and Kueue's milestone log
         lines (parsed JSON lines) about those Workloads or any other object of their namespaces (a Job's
-        "Reconciler error", a ProvisioningRequest, a LocalQueue); sorted by time. Writes nothing."""
+        "Reconciler error", a ProvisioningRequest, a LocalQueue), and every data race report of a -race build
+        (harness/kueue/log.py RaceReader) since the case started; sorted by time. Writes nothing."""
         merged = list(self.events)
         namespaces = {k.partition("/")[0] for k in workload_keys}
         job_flows: set[Any] = set()  # Kueue's writes to the case's Jobs (suspend, resume): progress steps
@@ -63,6 +64,11 @@ class History:
                 merged.append(e)
         for line in log_lines:
             ts = kueue_log.parse_ts(line.get("ts")) or 0.0
+            if line.get("race_read"):  # Go's race detector (a -race build): about the process, whatever the case
+                if ts >= self.started:
+                    merged.append({"ts": ts, "source": "kueue", "event": "data_race", "report": line.get("report", ""),
+                                   "accesses": kueue_log.race_accesses(str(line.get("report", "")))})
+                continue
             if ts >= self.started and line.get("msg") in self.milestones and (
                     any(kueue_log.mentions(line, k) for k in workload_keys)
                     or kueue_log.in_namespaces(line, namespaces)):  # about the case's Jobs, Pods, queues too

@@ -68,7 +68,10 @@ proxy records when its hook runs).
 """),
     Table('| event | fields | meaning |', [
         Row('`case_started`',
-            fields='`case` (pytest node id), `namespace`',
+            fields=('`case` (pytest node id), `namespace`, `kueue` (its start count and whether it is alive), '
+                    '`checkers` (the case\'s checkers and their parameters), optional `kueue_race` (true when the '
+                    'Kueue binary under test was built with Go\'s race detector, read from its build information: '
+                    '`no_data_race` judges only then)'),
             meaning="the case's own namespace exists; t = 0 of the report's diagram",
             required=('case', 'namespace')),
         Row('`queues_created`',
@@ -540,6 +543,13 @@ write: `spec.suspend` as sent, else null; explore tells Job suspend from unsuspe
                      '`workload`, `targetWorkload`, `preemptingWorkload`, `clusterQueue`, `job`), at '
                      'the time of the first of them'),
             required=('msg', 'fields', 'count', 'first', 'last', 'offsets_us')),
+        Row('`data_race`',
+            fields=('`report` (Go\'s race detector\'s report: "WARNING: DATA RACE", each access with its stack; '
+                    'at most 40,000 characters), `accesses` (a line each: "Write at 0x… by goroutine 312: …set()")'),
+            meaning=('a Kueue built with `-race` (`--kueue-race`) found two goroutines touching one variable '
+                     'unsynchronised; at the time of the log line before the report; every one since the case '
+                     'started, whatever it is about (`harness/kueue/log.py` `RaceReader`); judged by `no_data_race`'),
+            required=('report', 'accesses')),
     ], source='kueue'),
     Text("""\
 

@@ -9,6 +9,8 @@ klog.KObj values appear as {"name": ..., "namespace": ...}.
 from __future__ import annotations
 
 import json
+import re
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -41,23 +43,80 @@ def parse_ts(ts: Any) -> float | None:
     return None
 
 
+#: The `msg` of the line a data race report of Go's race detector is read as (`RaceReader`).
+DATA_RACE = "WARNING: DATA RACE"
+#: Characters of one race report kept (both stacks of a report are ~2-6k; a runaway report is cut there).
+RACE_REPORT_MAX = 40_000
+
+
+class RaceReader:
+    """Reads Kueue's log line by line: JSON lines as dicts, and each report of Go's race detector (a Kueue
+    built with `-race`, `--kueue-race`: plain text on stderr between two "==================" lines, starting
+    "WARNING: DATA RACE", with the stacks of both accesses) as one dict {"msg": DATA_RACE, "report": text,
+    "ts": the time of the JSON line before it (the report has none; Kueue at -v=3 logs many lines a second),
+    "race_read": True}. JSON lines written into a report by other goroutines come out as they are."""
+
+    def __init__(self, fallback_ts: float | None = None) -> None:
+        self.block: list[str] | None = None
+        self.last_ts = fallback_ts
+
+    def feed(self, raw: str) -> list[dict[str, Any]]:
+        line = raw.rstrip("\r\n")
+        if line.startswith("{"):  # zap's lines; an indented brace is stray text
+            try:
+                d = json.loads(line)
+            except ValueError:
+                return []
+            if not isinstance(d, dict):
+                return []
+            t = parse_ts(d.get("ts"))
+            self.last_ts = t if t is not None else self.last_ts
+            return [d]
+        if self.block is not None:
+            if line.startswith("=================="):
+                text, self.block = "\n".join(self.block)[:RACE_REPORT_MAX], None
+                return [{"msg": DATA_RACE, "report": text, "ts": self.last_ts, "race_read": True}]
+            self.block.append(line)
+        elif line.startswith(DATA_RACE):
+            self.block = [line]
+        return []
+
+
+def race_accesses(report: str) -> list[str]:
+    """The accesses of a race report, one line each: "Write at 0x… by goroutine 312: sigs.k8s.io/kueue/….(*x).set()"
+    (the header line of each stack and its first frame)."""
+    out: list[str] = []
+    lines = report.splitlines()
+    for i, line in enumerate(lines):
+        if re.match(r"^(previous )?(atomic )?(read|write)s? at ", line, re.IGNORECASE):
+            frame = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            out.append(f"{line.strip()} {frame}".strip())
+    return out
+
+
 def lines(path: Path) -> Iterator[dict[str, Any]]:
-    """Every JSON log line of `path` as a dict (non-JSON lines are skipped)."""
+    """Every JSON log line of `path` as a dict, and every race report as one (`RaceReader`); other text is
+    skipped."""
     try:
         fh = open(path, errors="replace")
     except OSError:
         return
+    reader = RaceReader()
     with fh:
         for raw in fh:
-            if raw.startswith("{"):
-                try:
-                    yield json.loads(raw)
-                except ValueError:
-                    continue
+            yield from reader.feed(raw)
 
 
 class Tail(JsonlTail):
-    """Kueue's log followed live (harness/common/jsonl.py); `new_lines()` is `read()`."""
+    """Kueue's log followed live (harness/common/jsonl.py), race reports included (`RaceReader`);
+    `new_lines()` is `read()`."""
+
+    def __init__(self, path: str | Path, from_end: bool = False) -> None:
+        super().__init__(path, from_end)
+        self._reader = RaceReader(time.time())
+
+    def parse(self, raw: bytes) -> list[dict[str, Any]]:
+        return self._reader.feed(raw.decode(errors="replace"))
 
     def new_lines(self) -> list[dict[str, Any]]:
         return self.read()

@@ -240,6 +240,8 @@ def render_report(meta: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
         kueue_cell += f" (commit `{str(kb['commit'])[:12]}`)"
     if built.get("source"):
         kueue_cell += f"; built from {built['source']}"
+    if built.get("race"):
+        kueue_cell += "; with Go's race detector (-race, from the binary's build information)"
     rows += [
         ["Kueue (as the binary reported)", kueue_cell],
         ["kube-apiserver", str(meta.get("kubernetes_version", "?"))],

@@ -177,11 +177,12 @@ class CaseContext:
 
     # ---- what the checkers read ------------------------------------------------------------------
     def snapshot(self) -> list[dict[str, Any]]:
-        """The case's history so far, merged (own events, the proxy's, Kueue's milestone log lines);
+        """The case's history so far, merged (own events, the proxy's, Kueue's milestone log lines and race reports);
         reads only what is new since the last call."""
         if self._tail is None:
             self._tail = kueue_log.Tail(self.env.kueue_log, from_end=True)
-        self._log_lines.extend(line for line in self._tail.new_lines() if line.get("msg") in self.history.milestones)
+        self._log_lines.extend(line for line in self._tail.new_lines()
+                               if line.get("msg") in self.history.milestones or line.get("race_read"))
         events = self.proxy.events() if self.proxy is not None else []
         return self.history.merged(events, self._log_lines, self.workload_keys)
 

@@ -103,13 +103,15 @@ def _expect_on(item: pytest.Item, env: Any) -> None:
 
 def _selection(item: pytest.Item) -> Selection:
     """The case's checkers: `@pytest.mark.checkers("quota", liveness={"jobs": ["job2"]})` plus the default
-    assumptions. Every `checkers` mark of the case counts — a module's `pytestmark` and the function's own —
+    assumptions (and `no_data_race` when the build under test is a race build, `--kueue-race`). Every `checkers` mark of the case counts — a module's `pytestmark` and the function's own —
     the closer one's parameters winning for a checker both name. Raises pytest.UsageError for an unknown
     checker name."""
     declared: dict[str, Any] = {}
     for m in reversed(list(item.iter_markers("checkers"))):  # farthest (module) first, the function's last
         declared.update({name: {} for name in m.args if name not in declared})
         declared.update(m.kwargs)
+    if getattr(getattr(getattr(item, "config", None), "stash", {}).get(_SPEC_KEY, None), "race", False):  # a race build: every case is judged on Go's race detector too
+        declared.setdefault("no_data_race", {})
     sel = Selection(selection_with_defaults(declared))
     try:
         sel.build()

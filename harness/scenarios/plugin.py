@@ -73,6 +73,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--kueue-patch", action="append", default=None, metavar="FILE",
                 help="a unified diff applied on top of --kueue-version/--kueue-ref before building (repeatable; "
                      "env KUEUE_HARNESS_KUEUE_PATCH)")
+    g.addoption("--kueue-race", action="store_true", default=False,
+                help="build Kueue with Go's race detector (env KUEUE_HARNESS_KUEUE_RACE=1): every case is judged by "
+                     "no_data_race too (docs/kueue-builds.md); local target only")
     g.addoption("--artifacts-dir", default=os.environ.get("KUEUE_HARNESS_ARTIFACTS"),
                 help="where runs write evidence (env KUEUE_HARNESS_ARTIFACTS; default artifacts/<run-id>); a folder "
                      "that already holds a run is not written over: the run goes to <folder>/<run-id>, and says so")
@@ -117,10 +120,13 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         spec = KueueSpec.from_options(config.getoption("--kueue-version"), config.getoption("--kueue-ref"),
                                       config.getoption("--kueue-source"), config.getoption("--kueue-repo"),
-                                      config.getoption("--kueue-patch"))
+                                      config.getoption("--kueue-patch"), config.getoption("--kueue-race"))
     except HarnessError as e:
         raise pytest.UsageError(str(e)) from None
     config.stash[_SPEC_KEY] = spec
+    if spec.race and config.getoption("--target") != "local":
+        raise pytest.UsageError("--kueue-race runs on the local target only: a race build links the C library (cgo), "
+                                "which the kind target's Kueue image does not hold; drop --target or --kueue-race")
     if config.getoption("--keep-env") and config.getoption("--target") == "local" and PROVIDED_ENV is None:
         # The local environment's processes get SIGKILL when this process ends (PR_SET_PDEATHSIG): pytest
         # itself cannot leave them running. A session supervisor can (harness/cli/session.py).
@@ -285,8 +291,9 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
             raise
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
     ctx._tail = kueue_log.Tail(kueue_env.kueue_log, from_end=True)  # this case's lines only, read as they come
+    build = getattr(getattr(kueue_env, "bins", None), "kueue_build", None)
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns, kueue=ctx.kueue_state(),
-               checkers=ctx.selection.checkers)
+               checkers=ctx.selection.checkers, **({"kueue_race": True} if getattr(build, "race", False) else {}))
     if kueue_env.proxy is not None:
         kueue_env.proxy.begin_case()
     if any(getattr(c, "needs_monitor", False) for c in ctx.selection.build()):

@@ -158,3 +158,21 @@ setup_queues = preemption_queues
 def both_jobs_unsuspended(case, *jobs: str) -> bool:
     """Whether every Job in `jobs` is unsuspended now (a direct read)."""
     return all(job_state(case, j).startswith("unsuspended") for j in jobs)
+
+
+def read_pending_workloads(case, cluster_queue: str, reads: int, during: str | None = None) -> tuple[int, int]:
+    """Read `cluster_queue`'s pending Workloads through Kueue's Visibility API `reads` times in a row (the case's
+    Kueue needs `kueue_config(feature_gates={"VisibilityOnDemand": True})`: harness/env/visibility.py), and record
+    it as `observed`. Returns (the fewest Workloads one read listed, Kueue's log lines of message `during` from
+    the first read to the end: what ran meanwhile). Counted reads, never a duration. Raises HarnessError when a
+    read is not answered 200."""
+    import time
+
+    from harness.kueue import log as kueue_log
+
+    since = time.time()
+    listed = [len(case.env.pending_workloads(cluster_queue)) for _ in range(reads)]
+    lines = kueue_log.count(case.env.kueue_log, during, since=since) if during else 0
+    case.record("observed", what=f"{reads} Visibility API reads of {cluster_queue}'s pending Workloads (listed "
+                                 f"{min(listed)}-{max(listed)})" + (f"; {lines} '{during}' lines meanwhile" if during else ""))
+    return min(listed), lines

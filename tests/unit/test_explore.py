@@ -407,7 +407,7 @@ def test_explore_refuses_an_out_folder_that_holds_files_and_takes_patches(tmp_pa
                               reference=None, stop_after=None, reference_only=False)
     with pytest.raises(HarnessError, match="already holds files"):
         command.cli(args)
-    assert seen["args"][-1] == [str(patch)]
+    assert seen["args"][4] == [str(patch)] and seen["args"][5] is False  # patches, then race
 
 
 def test_cases_resolve_by_name_or_node_id() -> None:

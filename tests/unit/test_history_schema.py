@@ -34,6 +34,8 @@ SPREAD = {
     "kueue_restart": set(),
     # A session bundle's verdict adds `kueue` when Kueue's state is known (optional; harness/cli/bundle.py).
     "verdict": set(),
+    # Only {"kueue_race": True} on a race build (optional; harness/scenarios/plugin.py).
+    "case_started": set(),
 }
 
 
