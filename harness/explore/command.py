@@ -54,6 +54,12 @@ def add_parser(sub: Any, add_kueue_options: Callable[..., None]) -> None:
     ex.add_argument("--oracle", action="append", default=[], metavar="NAME[=JSON]",
                     help="judge every run also by this checker with these parameters (repeatable), e.g. "
                          "'write_count={\"write\": \"eviction\", \"max\": 1}' (docs/checkers.md)")
+    ex.add_argument("--known", action="append", default=None, metavar="BUG",
+                    help="mute this known bug (a key of cases/*/bug.yaml with a signature, e.g. "
+                         "kubernetes-sigs/kueue#11480-oversubscription): a violation its signature explains is counted "
+                         "as the bug, not a finding (repeatable; default: every bug with a signature that affects the build)")
+    ex.add_argument("--no-known", action="store_true",
+                    help="mute no known bug: every violation is a finding (rediscovery measurements)")
     ex.add_argument("--reference-only", action="store_true",
                     help="only run the reference runs (for shards on other machines: --reference DIR)")
     ex.set_defaults(func=cli)
@@ -110,21 +116,25 @@ def cli(args: Any) -> int:
     if getattr(args, "kueue_source", None) and not Path(args.kueue_source).is_dir():
         raise HarnessError(f"--kueue-source {args.kueue_source}: no such folder (a Kueue working tree)")
     spec = KueueSpec.from_options(args.kueue_version, args.kueue_ref, args.kueue_source, args.kueue_repo,
-                                  getattr(args, "kueue_patch", None))
+                                  getattr(args, "kueue_patch", None), getattr(args, "kueue_race", False))
     out = Path(args.out or Path("artifacts") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file, not a folder: give a new folder for the exploration")
     if out.is_dir() and any(out.iterdir()):
         raise HarnessError(f"--out {out} already holds files (an earlier exploration?): evidence is never overwritten. "
                            "Give a new folder; `--reference DIR` reuses an earlier exploration's reference runs")
+    if getattr(args, "known", None) or getattr(args, "no_known", False):  # a bad --known before minutes of builds
+        known_bugs(None, getattr(args, "known", None), getattr(args, "no_known", False))
     print(f"[explore] Kueue {spec.wanted}: building (or finding) the binaries")
-    binaries.ensure_all(spec, lambda line: print(f"    {line}"))
+    bins = binaries.ensure_all(spec, lambda line: print(f"    {line}"))
+    known = known_bugs(bins.kueue_build.identity(), getattr(args, "known", None), getattr(args, "no_known", False))
+    print(f"[explore] known bugs muted: {', '.join(known) or 'none'}")
     ex = Explorer(cases, spec, out, minutes=args.minutes, max_runs=args.max_runs, batch=args.batch, shard=shard,
                   max_depth=args.max_depth, min_runs=args.min_runs, noop_every=args.noop_every,
                   reference=Path(args.reference).resolve() if args.reference else None, stop_after=args.stop_after,
                   stop_on=tuple(getattr(args, "stop_on", None) or ()),
                   reference_only=args.reference_only, stream=args.stream, workers=args.workers,
-                  oracles=tuple(getattr(args, "oracle", None) or ()))
+                  oracles=tuple(getattr(args, "oracle", None) or ()), known=known)
     def interrupted(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt  # run_batch stops the batch's pytest process group; the table is written
 
@@ -136,3 +146,24 @@ def cli(args: Any) -> int:
     print(f"\nexplore: {out / 'summary.md'}, explore.json, findings/, every run's plan under plans/ and evidence under "
           f"{'stream/' if args.stream else 'batches/'}")
     return 0
+
+
+def known_bugs(identity: Any, asked: list[str] | None, none: bool) -> dict[str, Any]:
+    """The known bugs explore mutes ({key: KnownBug}): none with `none`; else the `asked` keys (each must have a
+    signature); else every bug of cases/*/bug.yaml with a signature that affects the build `identity`
+    (harness/kueue/bugs.py expectation). Raises HarnessError for an unknown key or one without a signature."""
+    from harness.kueue import bugs
+
+    if none and asked:
+        raise HarnessError("--known and --no-known contradict each other: give one")
+    if none:
+        return {}
+    every = bugs.load()
+    if asked:
+        bad = [k for k in asked if k not in every or not every[k].signature]
+        if bad:
+            have = ", ".join(k for k, b in every.items() if b.signature) or "none"
+            raise HarnessError(f"--known {', '.join(bad)}: not a bug of cases/*/bug.yaml with a signature (those with one: "
+                               f"{have})")
+        return {k: every[k] for k in asked}
+    return {k: b for k, b in every.items() if b.signature and b.expectation(identity).status == "affected"}

@@ -106,7 +106,7 @@ class Explorer:
                  batch: int = 10, shard: tuple[int, int] = (1, 1), max_depth: int = 3, min_runs: int = 5,
                  noop_every: int = 20, reference: Path | None = None, minimize_minutes: float = 6.0,
                  stop_after: int | None = None, stop_on: tuple[str, ...] = (), reference_only: bool = False, stream: bool = True,
-                 oracles: tuple[str, ...] = (), workers: int = 1,
+                 oracles: tuple[str, ...] = (), workers: int = 1, known: dict[str, Any] | None = None,
                  say: Callable[[str], None] = print) -> None:
         self.cases, self.spec, self.out, self.say = cases, spec, out, say
         #: `--oracle NAME[=JSON]` values passed on to every batch (harness/explore/plugin.py parse_oracles).
@@ -132,6 +132,10 @@ class Explorer:
         self.findings: dict[str, dict[str, Any]] = {}
         #: Violations whose confirming runs never reproduced them (or found no time to run): not findings.
         self.leads: list[dict[str, Any]] = []
+        #: Known bugs muted ({key: harness.kueue.bugs.KnownBug with a signature}): a violation their signature
+        #: explains is recorded as that bug (`known_runs`, counted per bug), never a finding (issue 36).
+        self.known = dict(known or {})
+        self.known_runs: list[dict[str, Any]] = []
         self.batches = 0
         self.tried = 0
         #: Perturbation ids handed out (next_items): a refill takes the next ones before the batch is recorded.
@@ -196,7 +200,7 @@ class Explorer:
                 "violations": sum(r.outcome == "violation" for r in real),
                 "distinct": len({f["key"] for f in self.findings.values()}),
                 "variants": sum(1 for f in self.findings.values() if f.get("variant_of")),
-                "leads": len(self.leads),
+                "leads": len(self.leads), "known": len(self.known_runs),
                 "pruned_blocked": self.pruned,
                 "noop_runs": len(noop), "false_positives": sum(r.outcome == "violation" for r in noop),
                 "noop_discarded": sum(r.outcome in ("discarded", "error") for r in noop)}
@@ -438,7 +442,8 @@ class Explorer:
                     self.unblock(cand, res["unrun_steps"])
                 if rec.outcome == "violation":
                     for key in rec.keys:
-                        self.on_violation(key, rec, cand)
+                        if not self.on_known(key, rec, res):
+                            self.on_violation(key, rec, cand)
                 elif rec.outcome == "passed" and rec.novelty and trace is not None:
                     ext = generate.extensions(cand, trace, self.seen_plans, self.max_depth)
                     for i, e in enumerate(ext):
@@ -450,6 +455,29 @@ class Explorer:
         earlier (generate.unblocked_candidates), next in line (its perturbation is known to act)."""
         for c in generate.unblocked_candidates(cand, self.steps.get(cand.case), unrun, self.seen_plans, self.max_depth):
             self.push(c, "front", 1)
+
+    def on_known(self, key: str, rec: RunRecord, res: dict[str, Any] | None) -> bool:
+        """Whether violation `key` of run `rec` is a known bug's (its signature, harness/kueue/signatures.py, on
+        the run's writes `res["events"]`): then it is recorded as that bug and the search moves on."""
+        from harness.kueue import signatures
+
+        for bug_key, bug in self.known.items():
+            if not signatures.explains(bug.signature, key):
+                continue
+            why = signatures.matches(bug.signature, (res or {}).get("events") or [])
+            if why:
+                self.known_runs.append({"bug": bug_key, "key": key, "run": rec.id, "plan": rec.words, "why": why,
+                                        "bundle": rec.bundle, "at_minutes": rec.at_minutes})
+                self.say(f"[explore] known: {key} in run {rec.id} is {bug_key} ({why}); not a finding")
+                return True
+        return False
+
+    def known_counts(self) -> dict[str, int]:
+        """Violations recorded as each muted bug (every muted bug listed, 0 when none)."""
+        out = {k: 0 for k in self.known}
+        for r in self.known_runs:
+            out[r["bug"]] = out.get(r["bug"], 0) + 1
+        return out
 
     def on_violation(self, key: str, rec: RunRecord, cand: Candidate, note: str = "") -> None:
         """Record violation `key` of run `rec`: a run of a known finding's root cause (findings.cluster_key of
@@ -586,6 +614,7 @@ class Explorer:
         result = {"cases": self.cases, "kueue": self.kueue_version or self.spec.wanted, "shard": list(self.shard),
                   "minutes": round(self.minutes(), 2), "counts": c, "queue_left": len(self.queue),
                   "batches": self.batches, "findings": list(self.findings.values()), "leads": list(self.leads),
+                  "known": self.known_counts(), "known_runs": list(self.known_runs),
                   "clusters": clusters(self.findings.values()),
                   "minimize_minutes": round(self.minimize_spent / 60.0, 2),
                   "runs": [r.__dict__ for r in self.runs],

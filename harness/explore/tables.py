@@ -37,6 +37,10 @@ def render_summary(result: dict[str, Any]) -> str:
                          f"{f.get('bundle') or '-'} |")
     else:
         lines.append("No violation found.")
+    known = result.get("known") or {}
+    if known:
+        lines += ["", "Known bugs muted (a violation their signature explains is recorded as the bug, not a finding; "
+                  "harness/kueue/signatures.py): " + ", ".join(f"`{k}` {n}×" for k, n in known.items()) + "."]
     leads = result.get("leads") or []
     if leads:
         lines += ["", f"Leads: {len(leads)} violation(s) seen once and not confirmed (not findings; each plan kept to "
@@ -114,6 +118,8 @@ def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
               "shard": [1, 1], "minutes": max(p["minutes"] for p in parts),
               "machine_minutes": round(sum(p["minutes"] for p in parts), 2), "counts": counts,
               "findings": sorted(findings.values(), key=lambda f: f["key"]), "leads": leads,
+              "known": _sum_known(parts),
+              "known_runs": [{**r, "shard": p.get("shard")} for p in parts for r in (p.get("known_runs") or [])],
               "merged": [str(d) for d in dirs],
               "shards": [p.get("shard") for p in parts]}
     if out is not None:
@@ -121,6 +127,14 @@ def merge(dirs: list[Path], out: Path | None = None) -> dict[str, Any]:
         (out / "explore.json").write_text(json.dumps(result, indent=1, default=str))
         (out / "summary.md").write_text(render_summary(result))
     return result
+
+
+def _sum_known(parts: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in parts:
+        for k, n in (p.get("known") or {}).items():
+            out[k] = out.get(k, 0) + int(n)
+    return out
 
 
 def progress_kind(line: dict[str, Any]) -> str:

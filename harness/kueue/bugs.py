@@ -17,9 +17,10 @@ from packaging.version import Version
 from harness.common import paths
 from harness.common.errors import HarnessError
 from harness.kueue.versions import _TAG, BuildIdentity, is_release_tag
+from harness.kueue import signatures
 
 CASES_DIR = paths.CASES_DIR
-_FIELDS = {"key", "issue", "summary", "affected", "fixed_in", "fix_commits", "fix_patches"}
+_FIELDS = {"key", "issue", "summary", "affected", "fixed_in", "fix_commits", "fix_patches", "signature"}
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class KnownBug:
     #: {file name: sha256 hex} of patches that fix the bug (bug.yaml `fix_patches`, files next to it):
     #: a build made with one of them (`--kueue-patch`) is "fixed" whatever its base.
     fix_patches: dict[str, str] = field(default_factory=dict)
+    #: What a perturbed run's writes show when a violation is this bug (harness/kueue/signatures.py), or None:
+    #: `kueue-harness explore` then records such a violation as this bug, not as a finding.
+    signature: dict | None = None
 
     def affects(self, kueue_version: str) -> bool:
         """True if the release `kueue_version` ("v0.17.0" or "0.17.0") falls in any affected range."""
@@ -117,7 +121,8 @@ def parse(text: str, source: str) -> dict[str, KnownBug]:
         out[str(b["key"])] = KnownBug(issue=str(b["issue"]), affected=tuple(b["affected"]), summary=str(b["summary"]),
                                       fixed_in=tuple(b.get("fixed_in") or ()),
                                       fix_commits={str(k): str(v) for k, v in (b.get("fix_commits") or {}).items()},
-                                      fix_patches=_patch_digests(b.get("fix_patches") or [], source, where))
+                                      fix_patches=_patch_digests(b.get("fix_patches") or [], source, where),
+                                      signature=signatures.check(b["signature"], where) if b.get("signature") else None)
     return out
 
 
