@@ -1,23 +1,22 @@
 """`kueue-harness explore`: the search loop around real runs, its summary table, and `explore merge`.
 
-1. **Reference**: each control case runs once under the observe-only plan; its trace (trace.py) is the
-   generator's input (saved as reference/<case>.json; `--reference DIR` reuses one, so shards on several
-   machines start from the same list).
+1. **Reference**: each control case runs once under the observe-only plan; its trace (trace.py) is the generator's
+   input (reference/<case>.json; `--reference DIR` reuses one, so shards on several machines start alike).
 2. **Search**: candidates (generate.py) wait in one priority queue; batches of `--batch` runs go to one
    pytest process each (one environment per batch; `--explore-runs`, harness/explore/plugin.py). After
    each batch a run is *discarded* (the forced ordering did not happen: an assumption failed), *passed*,
-   or a *violation* (an invariant failed). A passed run that reached a state no earlier run reached is
-   extended (generate.py). A no-op run (the observe-only plan) goes into every `--noop-every` runs: any
-   violation it shows is a false positive of the oracles.
+   or a *violation* (an invariant failed; a known bug's when its signature explains it: known.py). A passed
+   run that reached a state no earlier run reached is extended (generate.py). A no-op run (the observe-only
+   plan) goes into every `--noop-every` runs: any violation it shows is a false positive of the oracles.
 3. **Confirm, strengthen, minimise** each distinct violation (checker + subject, e.g.
    `liveness:job2:stuck`) when first found (minimize.py, `--min-runs` runs per plan): a plan that
-   reproduced only sometimes is tried with one more move (the violating run's extensions) until one
-   reproduces every time; then moves are dropped one at a time while it reproduces as often. Saved as
-   findings/<key>.yaml with the replay commands and an evidence bundle of a reproducing run.
+   reproduced only sometimes is tried with one more move (the violating run's extensions) until one reproduces
+   every time; then moves are dropped one at a time while it reproduces as often. Saved as findings/<key>.yaml
+   with the replay commands and an evidence bundle of a reproducing run.
 4. **Output**: explore.json (everything), summary.md (the table), a progress line per run.
 
-Budget: `--minutes` of wall time and `--max-runs` perturbations; the search stops at either, or when the
-queue is empty. `--shard I/N` keeps every N-th root (generate.shard); extensions stay in their shard.
+Budget: `--minutes` of wall time and `--max-runs` perturbations; the search stops at either, or when the queue is
+empty. `--shard I/N` keeps every N-th root (generate.shard); extensions stay in their shard.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from harness.explore.findings import (
     violation_keys,
     write_lead,
 )
+from harness.explore.known import KnownBugs
 from harness.explore.minimize import minimize, strengthen
 from harness.explore.model import Candidate, Plan, move_to_dict, plan_document, plan_key, plan_words
 from harness.explore.plugin import same_case
@@ -132,10 +132,7 @@ class Explorer:
         self.findings: dict[str, dict[str, Any]] = {}
         #: Violations whose confirming runs never reproduced them (or found no time to run): not findings.
         self.leads: list[dict[str, Any]] = []
-        #: Known bugs muted ({key: harness.kueue.bugs.KnownBug with a signature}): a violation their signature
-        #: explains is recorded as that bug (`known_runs`, counted per bug), never a finding (issue 36).
-        self.known = dict(known or {})
-        self.known_runs: list[dict[str, Any]] = []
+        self.known = KnownBugs(known)  # muted bugs: a violation they explain is never a finding (known.py)
         self.batches = 0
         self.tried = 0
         #: Perturbation ids handed out (next_items): a refill takes the next ones before the batch is recorded.
@@ -200,7 +197,7 @@ class Explorer:
                 "violations": sum(r.outcome == "violation" for r in real),
                 "distinct": len({f["key"] for f in self.findings.values()}),
                 "variants": sum(1 for f in self.findings.values() if f.get("variant_of")),
-                "leads": len(self.leads), "known": len(self.known_runs),
+                "leads": len(self.leads), "known": len(self.known.runs),
                 "pruned_blocked": self.pruned,
                 "noop_runs": len(noop), "false_positives": sum(r.outcome == "violation" for r in noop),
                 "noop_discarded": sum(r.outcome in ("discarded", "error") for r in noop)}
@@ -442,7 +439,7 @@ class Explorer:
                     self.unblock(cand, res["unrun_steps"])
                 if rec.outcome == "violation":
                     for key in rec.keys:
-                        if not self.on_known(key, rec, res):
+                        if not self.known.record(key, rec, res, self.say):
                             self.on_violation(key, rec, cand)
                 elif rec.outcome == "passed" and rec.novelty and trace is not None:
                     ext = generate.extensions(cand, trace, self.seen_plans, self.max_depth)
@@ -455,29 +452,6 @@ class Explorer:
         earlier (generate.unblocked_candidates), next in line (its perturbation is known to act)."""
         for c in generate.unblocked_candidates(cand, self.steps.get(cand.case), unrun, self.seen_plans, self.max_depth):
             self.push(c, "front", 1)
-
-    def on_known(self, key: str, rec: RunRecord, res: dict[str, Any] | None) -> bool:
-        """Whether violation `key` of run `rec` is a known bug's (its signature, harness/kueue/signatures.py, on
-        the run's writes `res["events"]`): then it is recorded as that bug and the search moves on."""
-        from harness.kueue import signatures
-
-        for bug_key, bug in self.known.items():
-            if not signatures.explains(bug.signature, key):
-                continue
-            why = signatures.matches(bug.signature, (res or {}).get("events") or [])
-            if why:
-                self.known_runs.append({"bug": bug_key, "key": key, "run": rec.id, "plan": rec.words, "why": why,
-                                        "bundle": rec.bundle, "at_minutes": rec.at_minutes})
-                self.say(f"[explore] known: {key} in run {rec.id} is {bug_key} ({why}); not a finding")
-                return True
-        return False
-
-    def known_counts(self) -> dict[str, int]:
-        """Violations recorded as each muted bug (every muted bug listed, 0 when none)."""
-        out = {k: 0 for k in self.known}
-        for r in self.known_runs:
-            out[r["bug"]] = out.get(r["bug"], 0) + 1
-        return out
 
     def on_violation(self, key: str, rec: RunRecord, cand: Candidate, note: str = "") -> None:
         """Record violation `key` of run `rec`: a run of a known finding's root cause (findings.cluster_key of
@@ -614,7 +588,7 @@ class Explorer:
         result = {"cases": self.cases, "kueue": self.kueue_version or self.spec.wanted, "shard": list(self.shard),
                   "minutes": round(self.minutes(), 2), "counts": c, "queue_left": len(self.queue),
                   "batches": self.batches, "findings": list(self.findings.values()), "leads": list(self.leads),
-                  "known": self.known_counts(), "known_runs": list(self.known_runs),
+                  "known": self.known.counts(), "known_runs": list(self.known.runs),
                   "clusters": clusters(self.findings.values()),
                   "minimize_minutes": round(self.minimize_spent / 60.0, 2),
                   "runs": [r.__dict__ for r in self.runs],

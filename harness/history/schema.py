@@ -1,12 +1,10 @@
 """The schema of history.jsonl, in one place: every (source, event) a history may hold, the fields it always
-carries, and the words of docs/history.md, which is generated from this module
-(`python -m harness.history.schema --write`; tests/unit/test_history_schema.py fails when the page and this
-module differ).
+carries, and the words of docs/history.md, generated from this module (`python -m harness.history.schema
+--write`; tests/unit/test_history_schema.py fails when the two differ).
 
-A new event = one `Row` in `PAGE` (its `required` fields and its words: harness/history/page.py says how a row
-is written), then `--write`. `HISTORY_FIELDS`
-(source, event) -> required fields and `history_problems` (where a history departs from it) are derived here;
-`kueue-harness report` runs `history_problems` on every bundle it reads.
+A new event = one `Row` in `PAGE` (its `required` fields and its words: harness/history/page.py), then `--write`.
+`HISTORY_FIELDS` ((source, event) -> required fields) and `history_problems` (where a history departs from it)
+are derived here; `kueue-harness report` runs `history_problems` on every bundle it reads.
 
 May import: harness.history.page (the writers of events are record.py, the monitor, the proxy's addon).
 """
@@ -241,7 +239,8 @@ proxy records when its hook runs).
                     " because its Configuration file differed), `seconds` (that restart, until Kueue's"
                     ' webhooks answered; 0 without one), `feature_gates` (what Kueue reported in its '
                     '"Loaded feature gates" line), `if_known` (only when the declaration has '
-                    '"if-known" gates: each one → whether it was given, on, to this build)'),
+                    '"if-known" gates: each one → whether it was given, on, to this build), `fresh` '
+                    '(only on a race build: restarted although unchanged, so its race detector sees the case anew)'),
             meaning=("the case's Kueue configuration is in force (docs/kueue-config.md). A restart "
                      "before `case_started` is already in its start count; one after it (a plan's "
                      'section) is counted as asked for by `kueue_not_restarted_unasked`'),

@@ -82,7 +82,7 @@ def test_a_known_violation_is_counted_as_the_bug_and_never_minimised(tmp_path: P
     ex.seed({"c.py::test_x_control": trace})
     ex.search({"c.py::test_x_control": trace})
     assert ex.findings == {} and not [r for b in batches for r in b if r.startswith("m")]  # nothing confirmed or minimised
-    assert ex.known_counts() == {"kubernetes-sigs/kueue#11480-oversubscription": 3} and ex.counts()["known"] == 3
+    assert ex.known.counts() == {"kubernetes-sigs/kueue#11480-oversubscription": 3} and ex.counts()["known"] == 3
     result = ex.write()
     assert result["known"] == {"kubernetes-sigs/kueue#11480-oversubscription": 3}
     assert "Known bugs muted" in driver.render_summary(result)
