@@ -105,7 +105,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except BaseException:
         _remove_if_empty(made)  # a refused run leaves no empty evidence folder
         raise
-    pytest_args = [*targets, "-p", "no:cacheprovider", "-qq", "-rN", "--no-verdict-table", *spec.cli_args(),
+    pytest_args = [*targets, "-p", "no:cacheprovider", "-qq", "-rs", "--no-verdict-table", *spec.cli_args(),
                    f"--artifacts-dir={art}", f"--junitxml={art / 'junit.xml'}", f"--target={args.target}",
                    *(["--keep-env"] if args.keep_env and not local else []), *args.pytest_args]
     kept = None

@@ -162,6 +162,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         _bug(item)  # an unknown issue is a usage error now, not a KeyError mid-run
         _declared_kueue_config(item)  # so is a bad @pytest.mark.kueue_config
         _pods_nodes(item)  # and a bad @pytest.mark.pods
+        if not config.stash[_SPEC_KEY].race and any("no_data_race" in (*m.args, *m.kwargs)
+                                                    for m in item.iter_markers("checkers")):
+            # Judged by Go's race detector alone: on a plain build it could only say `error`.
+            item.add_marker(pytest.mark.skip(reason="judged by Go's race detector (no_data_race): run with --kueue-race "
+                                                    "(docs/kueue-builds.md)"))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

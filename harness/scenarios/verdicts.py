@@ -176,6 +176,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if "case" not in getattr(item, "fixturenames", ()) or getattr(item, "_kh_not_run", False):
         return rep  # not a case, or an `explore --explore-stream` slot that had no run (harness/explore/stream.py)
     verdicts = item.config.stash[_VERDICTS_KEY]
+    if (rep.skipped and item.nodeid not in verdicts) or getattr(item, "_kh_skipped", False):
+        item._kh_skipped = True  # type: ignore[attr-defined]
+        return rep  # never run (a race-detector case on a plain build): no verdict, pytest says why it skipped
     ctx: CaseContext | None = getattr(item, "_kh_case", None)
     entry = verdicts.setdefault(item.nodeid, {
         "case": item.nodeid, "kueue_version": item.config.option.kueue_version, "verdict": "error",
