@@ -80,10 +80,17 @@ class KueueSpec:
             if not Path(p).is_file():
                 raise HarnessError(f"--kueue-patch {p}: no such file (give a unified diff made with `git diff` "
                                    "inside a Kueue tree)")
+            head = Path(p).read_bytes()[:65536].decode(errors="replace")
+            if not re.search(r"^@@ -\d+(,\d+)? \+\d+(,\d+)? @@", head, re.M) or "\n+++ " not in "\n" + head:
+                raise HarnessError(f"--kueue-patch {p}: not a unified diff (no ---/+++ file header and @@ hunk): make it "
+                                   "with `git diff` inside a Kueue tree; refused before any build")
         if patch_paths and (source or os.environ.get("KUEUE_HARNESS_KUEUE_SOURCE_DIR")):
             raise HarnessError("--kueue-patch applies to a tag or --kueue-ref; with --kueue-source, apply the "
                                "patch to the tree yourself")
         spec = cls._from_options(version, ref, source, repo)
+        if spec.source and not (Path(spec.source) / "cmd" / "kueue").is_dir():
+            raise HarnessError(f"--kueue-source {spec.source} is not a Kueue source tree (no cmd/kueue/): pass the folder "
+                               "that holds Kueue's go.mod; refused before any build")
         race = race or os.environ.get("KUEUE_HARNESS_KUEUE_RACE", "") not in ("", "0")
         return dataclasses.replace(spec, patches=patch_paths, race=race)
 

@@ -35,6 +35,22 @@ def _kubectl_too(optional: bool):
         return None
 
 
+def check_intercept(expr: str) -> None:
+    """Refuse an `--intercept` that mitmproxy's filter language cannot parse (mitmproxy.flowfilter), with its
+    words. Raises HarnessError."""
+    from mitmproxy import flowfilter
+
+    try:
+        ok = flowfilter.parse(expr) is not None
+    except ValueError as e:
+        ok, why = False, str(e)
+    else:
+        why = "not a filter expression"
+    if not ok:
+        raise HarnessError(f"--intercept {expr!r}: mitmproxy cannot parse it ({why}); see "
+                           "https://docs.mitmproxy.org/stable/concepts-filters/, e.g. '~m PATCH & ~u /status'")
+
+
 def _cmd_up(args: argparse.Namespace) -> int:
     from harness.cli import session
 
@@ -50,6 +66,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
         from harness.kueue.config import load_file
 
         load_file(args.kueue_config)  # its problems before anything starts (gates are checked at start)
+    if args.intercept:
+        check_intercept(args.intercept)  # a typo in the filter before minutes of builds
     s = session.start(name, spec, args.plan, args.ui, args.artifacts_dir, intercept=args.intercept, pods=args.pods,
                       kueue_config=args.kueue_config)
     n = session.name_option(name)

@@ -76,6 +76,7 @@ def test_spec_ref_wins_over_the_default_version_but_not_an_explicit_one(tmp_path
 
 
 def test_spec_reads_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "cmd" / "kueue").mkdir(parents=True)  # a Kueue tree, as far as the spec looks
     monkeypatch.setenv("KUEUE_HARNESS_KUEUE_SOURCE_DIR", str(tmp_path))
     monkeypatch.setenv("KUEUE_HARNESS_KUEUE_REPO", "/some/repo.tar")
     s = kb.KueueSpec.from_options()
@@ -186,13 +187,18 @@ def test_source_that_is_no_kueue_tree(tmp_path: Path) -> None:
 
 def test_spec_with_patches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     patch = tmp_path / "fix.patch"
-    patch.write_text("diff --git a/x b/x\n")
+    patch.write_text("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
     spec = kb.KueueSpec.from_options("v0.17.0", patches=[str(patch)])
     assert spec.patches == (str(patch.resolve()),)
     assert spec.wanted == "v0.17.0 + fix.patch"
     assert spec.cli_args()[:4] == ["--kueue-version", "v0.17.0", "--kueue-patch", str(patch.resolve())]
     with pytest.raises(HarnessError, match="no such file"):
         kb.KueueSpec.from_options("v0.17.0", patches=[str(tmp_path / "missing.patch")])
+    (tmp_path / "notes.txt").write_text("fix the admission\n")
+    with pytest.raises(HarnessError, match="not a unified diff"):
+        kb.KueueSpec.from_options("v0.17.0", patches=[str(tmp_path / "notes.txt")])
+    with pytest.raises(HarnessError, match="not a Kueue source tree"):
+        kb.KueueSpec.from_options(source=str(tmp_path / "nowhere"))
     with pytest.raises(HarnessError, match="apply the patch to the tree yourself"):
         kb.KueueSpec.from_options(source=str(tmp_path), patches=[str(patch)])
     monkeypatch.setenv("KUEUE_HARNESS_KUEUE_PATCH", str(patch))
