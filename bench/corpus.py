@@ -57,11 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {test}: " + ", ".join(f"{v} {n}/{sum(c.values())}" for v, n in c.most_common()))
     version = s.get("kueue_version") or a.kueue_version
     race = "--kueue-race" in a.pytest_args  # Go's race detector: a result of its own (docs/kueue-builds.md)
-    write_result(f"corpus-{folder.name}-{a.kueue_version}" + ("-race" if race else ""), {
+    patches = [Path(x).stem for i, x in enumerate(a.pytest_args) if i and a.pytest_args[i - 1] == "--kueue-patch"]
+    write_result(f"corpus-{folder.name}-{a.kueue_version}" + "".join(f"+{x}" for x in patches)
+                 + ("-race" if race else ""), {
         "command": " ".join(["python", "bench/corpus.py", str(folder), "--kueue-version", a.kueue_version,
                              "--runs", str(a.runs), *a.pytest_args]),
         "bug_folder": str(folder), "kueue_requested": a.kueue_version, "kueue_version": version,
-        "runs_per_test": a.runs, "race": race, "seconds": seconds, "load_before": before, "load_after": load(),
+        "runs_per_test": a.runs, "race": race, "patches": patches, "seconds": seconds, "load_before": before, "load_after": load(),
         "pytest_exit": proc.returncode, "artifacts": str(art.relative_to(ROOT)) if art.is_relative_to(ROOT) else str(art),
         "tally": {t: dict(c) for t, c in tally.items()}, "runs": runs})
     return 0

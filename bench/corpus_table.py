@@ -39,7 +39,8 @@ def measurements(folder: str, results: Path) -> dict[str, dict[str, collections.
         if data.get("bug_folder", "").rstrip("/").split("/")[-1] != folder:
             continue  # kueue_94 must not read kueue_9428's files
         version = str(data.get("kueue_requested") or data.get("kueue_version"))
-        per = out.setdefault(version + (" -race" if data.get("race") else ""), {})
+        label = version + "".join(f" + {x}" for x in data.get("patches") or []) + (" -race" if data.get("race") else "")
+        per = out.setdefault(label, {})
         for r in data.get("runs", []):
             per.setdefault(r["test"], collections.Counter())[r["verdict"]] += 1
     return out
