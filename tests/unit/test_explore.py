@@ -400,7 +400,7 @@ def test_explore_refuses_an_out_folder_that_holds_files_and_takes_patches(tmp_pa
 
     monkeypatch.setattr(KueueSpec, "from_options", staticmethod(spy))
     patch = tmp_path / "fix.patch"
-    patch.write_text("diff\n")
+    patch.write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
     args = argparse.Namespace(cases=["test_stuck_preemption_control"], shard=None, minutes=1.0, max_runs=1, batch=1,
                               max_depth=1, min_runs=1, noop_every=1, kueue_version="v0.17.0", kueue_ref=None,
                               kueue_source=None, kueue_repo=None, kueue_patch=[str(patch)], out=str(tmp_path / "old"),
