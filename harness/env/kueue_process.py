@@ -135,8 +135,7 @@ class KueueProcess:
         `kueue_config(feature_gates={"VisibilityOnDemand": True})`) or does not answer 200."""
         from harness.common.errors import HarnessError
 
-        cfg_on = visibility.enabled(yaml.safe_load((self.state / "kueue-config.yaml").read_text()) or {})
-        if not cfg_on or getattr(self, "visibility_ca", None) is None:
+        if getattr(self, "visibility_ca", None) is None:  # set while the Configuration given turns it on
             raise HarnessError("Kueue's visibility server is off: declare "
                                "kueue_config(feature_gates={'VisibilityOnDemand': True}) for the case")
         return visibility.pending_workloads(self.ports["kueue_visibility"], self.admin_token, cluster_queue,
@@ -145,6 +144,7 @@ class KueueProcess:
     def _with_visibility(self, cfg: dict[str, Any]) -> dict[str, Any]:
         """The visibility server, when the declared configuration turns it on: on 127.0.0.1 at the environment's
         port, its certificate in /visibility (harness/env/visibility.py)."""
+        self.visibility_ca = None
         if not visibility.enabled(cfg):
             return cfg
         base = self.bins.kueue_build.base_tag

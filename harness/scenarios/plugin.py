@@ -296,9 +296,8 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
             raise
     cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ctx.ns}})
     ctx._tail = kueue_log.Tail(kueue_env.kueue_log, from_end=True)  # this case's lines only, read as they come
-    build = getattr(getattr(kueue_env, "bins", None), "kueue_build", None)
     ctx.record("case_started", case=request.node.nodeid, namespace=ctx.ns, kueue=ctx.kueue_state(),
-               checkers=ctx.selection.checkers, **({"kueue_race": True} if getattr(build, "race", False) else {}))
+               checkers=ctx.selection.checkers, **({"kueue_race": True} if _race_build(kueue_env) else {}))
     if kueue_env.proxy is not None:
         kueue_env.proxy.begin_case()
     if any(getattr(c, "needs_monitor", False) for c in ctx.selection.build()):
@@ -352,6 +351,11 @@ def case(request: pytest.FixtureRequest, kueue_env, cluster: Cluster, artifacts_
         raise HarnessError("; ".join(problems))
 
 
+def _race_build(env: Any) -> bool:
+    """Whether the environment's Kueue binary was built with Go's race detector (its build information)."""
+    return bool(getattr(getattr(getattr(env, "bins", None), "kueue_build", None), "race", False))
+
+
 def _configure_kueue(item: pytest.Item, env: Any, ctx: CaseContext) -> None:
     """Before the case starts: give Kueue the configuration the case declares, or the harness's default back
     after a case that declared one. Kueue restarts only when the Configuration differs from the running one;
@@ -366,8 +370,7 @@ def _configure_kueue(item: pytest.Item, env: Any, ctx: CaseContext) -> None:
         return
     # A race build starts every case with a new Kueue: its race detector reports a pair of accesses once per
     # process, so a race an earlier case already reported would go unseen (a `passed` on an affected build).
-    race = getattr(getattr(getattr(env, "bins", None), "kueue_build", None), "race", False)
-    res = env.configure_kueue(cfg, fresh=True) if race else env.configure_kueue(cfg)
+    res = env.configure_kueue(cfg, fresh=True) if _race_build(env) else env.configure_kueue(cfg)
     ctx.record("kueue_configured", why="case", declared=cfg.to_json(), summary=cfg.summary(), **res,
                feature_gates=dict(getattr(env, "kueue_reported_gates", {}) or {}))
     item._kh_kueue_config = {"declared": cfg.to_json(), "restarted": res["restarted"],  # type: ignore[attr-defined]
